@@ -1,0 +1,31 @@
+"""mjx_lite: MuJoCo's model and pipeline in pure, jit/vmap/grad-able JAX."""
+
+from mjx_lite.errors import MJCFError
+from mjx_lite.io import make_data
+from mjx_lite.types import (
+    BiasType,
+    ConeType,
+    Data,
+    DisableBit,
+    DynType,
+    EnableBit,
+    GainType,
+    GeomType,
+    IntegratorType,
+    JointType,
+    Model,
+    ObjType,
+    Option,
+    SensorType,
+    SolverType,
+    Statistic,
+    TrnType,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BiasType", "ConeType", "Data", "DisableBit", "DynType", "EnableBit", "GainType",
+    "GeomType", "IntegratorType", "JointType", "MJCFError", "Model", "ObjType", "Option",
+    "SensorType", "SolverType", "Statistic", "TrnType", "__version__", "make_data",
+]

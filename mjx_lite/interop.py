@@ -1,0 +1,155 @@
+"""Optional bridge to MuJoCo C (``pip install mujoco``): copy models and states both ways.
+
+``import mjx_lite`` never imports this module; it imports ``mujoco`` lazily, only when called.
+Useful to open an mjx_lite state in MuJoCo's viewer, or to compare with MuJoCo C field by field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite import types
+from mjx_lite.types import Data, Model, Option, Statistic
+
+# Fields whose MuJoCo storage is a flat 3x3 matrix; mjx_lite keeps them as (..., 3, 3).
+_MAT_FIELDS = {"cam_mat0", "xmat", "ximat", "geom_xmat", "site_xmat", "cam_xmat"}
+NAME_KINDS = (
+    "body", "jnt", "geom", "site", "cam", "light", "mesh", "hfield", "mat", "pair",
+    "exclude", "eq", "tendon", "actuator", "sensor", "numeric", "text", "key",
+)
+
+
+def _traced(cls) -> set[str]:
+    return set(cls._tree_children)
+
+
+def _convert(name: str, value, traced: bool):
+    value = np.array(value)
+    if name in _MAT_FIELDS:
+        value = value.reshape(value.shape[:-1] + (3, 3))
+    if traced:
+        return jp.asarray(value, dtype=float)
+    return value
+
+
+def _names(mjm, kind: str) -> tuple[str, ...]:
+    count = {"jnt": mjm.njnt, "cam": mjm.ncam, "mat": mjm.nmat, "eq": mjm.neq,
+             "actuator": mjm.nu}.get(kind, None)
+    if count is None:
+        count = getattr(mjm, "n" + kind)
+    adr = getattr(mjm, f"name_{kind}adr")
+    buf = bytes(mjm.names)
+    return tuple(buf[a:buf.index(b"\0", a)].decode() for a in adr[:count])
+
+
+def tree_depth(parentid: np.ndarray) -> np.ndarray:
+    """Depth of each body in the kinematic tree (world = 0); parents precede children."""
+    depth = np.zeros(len(parentid), dtype=np.int32)
+    for i in range(1, len(parentid)):
+        depth[i] = depth[parentid[i]] + 1
+    return depth
+
+
+def model_from_mujoco(mjm) -> Model:
+    """Builds an mjx_lite Model from a ``mujoco.MjModel`` (float dtype follows jax_enable_x64)."""
+    traced = _traced(Model)
+    values = {}
+    for f in dataclasses.fields(Model):
+        name = f.name
+        if name == "opt":
+            opt = {}
+            for g in dataclasses.fields(Option):
+                v = getattr(mjm.opt, g.name)
+                if g.name in _traced(Option):
+                    opt[g.name] = jp.asarray(np.array(v), dtype=float)
+                else:
+                    enum_type = {"integrator": types.IntegratorType, "cone": types.ConeType,
+                                 "jacobian": types.JacobianType, "solver": types.SolverType}
+                    opt[g.name] = enum_type[g.name](int(v)) if g.name in enum_type else int(v)
+            values[name] = Option(**opt)
+        elif name == "stat":
+            values[name] = Statistic(**{
+                g.name: jp.asarray(np.array(getattr(mjm.stat, g.name)), dtype=float)
+                for g in dataclasses.fields(Statistic)})
+        elif name == "numeric_data":
+            values[name] = tuple(
+                tuple(float(x) for x in mjm.numeric_data[a:a + s])
+                for a, s in zip(mjm.numeric_adr, mjm.numeric_size))
+        elif name == "text_data":
+            buf = bytes(mjm.text_data)
+            values[name] = tuple(buf[a:a + s - 1].decode()
+                                 for a, s in zip(mjm.text_adr, mjm.text_size))
+        elif name == "names":
+            values[name] = tuple((k, _names(mjm, k)) for k in NAME_KINDS)
+        elif name == "body_depth":
+            values[name] = tree_depth(np.array(mjm.body_parentid))
+        elif name == "dof_depth":
+            values[name] = tree_depth(np.array(mjm.body_parentid))[np.array(mjm.dof_bodyid)]
+        elif name == "signature":
+            values[name] = int(mjm.signature)
+        else:
+            v = getattr(mjm, name)
+            values[name] = _convert(name, v, name in traced) if isinstance(v, np.ndarray) else int(v)
+    return Model(**values)
+
+
+def data_from_mujoco(mjm, mjd, m: Model | None = None) -> Data:
+    """Copies a ``mujoco.MjData`` of ``mjm`` into an mjx_lite Data (every field Data has).
+
+    Sparse MuJoCo 4.0 storage (``M``, ``actuator_moment``, ``ten_J``) is expanded to dense.
+    """
+    import mujoco
+
+    from mjx_lite.io import make_data
+
+    m = model_from_mujoco(mjm) if m is None else m
+    d = make_data(m)
+    values = {}
+    for name in d.fields():
+        ref = getattr(d, name)
+        if name == "qM":
+            full = np.zeros((mjm.nv, mjm.nv))
+            mujoco.mj_fullM(mjm, mjd, full)
+            v = full
+        elif name == "actuator_moment":
+            v = _sparse_rows(mjd.actuator_moment, mjd.moment_rownnz, mjd.moment_rowadr,
+                             mjd.moment_colind, mjm.nu, mjm.nv)
+        elif name == "ten_J":
+            v = _sparse_rows(mjd.ten_J, mjm.ten_J_rownnz, mjm.ten_J_rowadr, mjm.ten_J_colind,
+                             mjm.ntendon, mjm.nv)
+        elif name == "warning_count":
+            v = np.array([w.number for w in mjd.warning][: np.size(ref)])
+        elif hasattr(mjd, name):
+            v = np.array(getattr(mjd, name))
+        else:
+            continue
+        if v.size != np.size(ref):
+            continue
+        values[name] = jp.asarray(v.reshape(np.shape(ref)), dtype=ref.dtype)
+    return d.replace(**values)
+
+
+def _sparse_rows(values, rownnz, rowadr, colind, nrow: int, ncol: int) -> np.ndarray:
+    dense = np.zeros((nrow, ncol))
+    values = np.asarray(values)
+    for i in range(nrow):
+        a, n = int(rowadr[i]), int(rownnz[i])
+        dense[i, np.asarray(colind[a:a + n])] = values[a:a + n]
+    return dense
+
+
+def data_to_mujoco(m: Model, d: Data, mjm, mjd=None):
+    """Writes the state of ``d`` (time, qpos, qvel, act, ctrl, applied forces, mocap, warmstart)
+    into a ``mujoco.MjData`` of ``mjm`` (a new one unless given), for MuJoCo's own tools."""
+    import mujoco
+
+    if mjd is None:
+        mjd = mujoco.MjData(mjm)
+    for name in ("qpos", "qvel", "act", "ctrl", "qfrc_applied", "xfrc_applied", "mocap_pos",
+                 "mocap_quat", "qacc_warmstart", "userdata"):
+        getattr(mjd, name)[...] = np.asarray(getattr(d, name)).reshape(getattr(mjd, name).shape)
+    mjd.time = float(d.time)
+    return mjd

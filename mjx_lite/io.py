@@ -1,0 +1,92 @@
+"""Data creation and reset: ``make_data`` leaves Data as ``mj_makeData`` + ``mj_resetData`` do."""
+
+from __future__ import annotations
+
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite.types import Data, Model
+
+_N_WARNING = 8
+
+
+def make_data(m: Model) -> Data:
+    """qpos = qpos0, mocap poses from the model, everything else zero (as mj_resetData)."""
+    zeros = lambda *shape: jp.zeros(shape, dtype=float)  # noqa: E731
+    mocap_bodies = np.nonzero(np.asarray(m.body_mocapid) >= 0)[0]
+    order = np.argsort(np.asarray(m.body_mocapid)[mocap_bodies])
+    mocap_bodies = mocap_bodies[order]
+    mocap_pos = jp.asarray(m.body_pos)[mocap_bodies].reshape(m.nmocap, 3)
+    mocap_quat = jp.asarray(m.body_quat)[mocap_bodies].reshape(m.nmocap, 4)
+    nb, nv = m.nbody, m.nv
+    return Data(
+        time=jp.zeros((), dtype=float),
+        qpos=jp.asarray(m.qpos0, dtype=float),
+        qvel=zeros(nv),
+        act=zeros(m.na),
+        qacc_warmstart=zeros(nv),
+        ctrl=zeros(m.nu),
+        qfrc_applied=zeros(nv),
+        xfrc_applied=zeros(nb, 6),
+        eq_active=jp.asarray(np.asarray(m.eq_active0, dtype=bool)),
+        mocap_pos=mocap_pos,
+        mocap_quat=mocap_quat,
+        qacc=zeros(nv),
+        act_dot=zeros(m.na),
+        userdata=zeros(m.nuserdata),
+        sensordata=zeros(m.nsensordata),
+        xpos=zeros(nb, 3),
+        xquat=zeros(nb, 4),
+        xmat=zeros(nb, 3, 3),
+        xipos=zeros(nb, 3),
+        ximat=zeros(nb, 3, 3),
+        xanchor=zeros(m.njnt, 3),
+        xaxis=zeros(m.njnt, 3),
+        geom_xpos=zeros(m.ngeom, 3),
+        geom_xmat=zeros(m.ngeom, 3, 3),
+        site_xpos=zeros(m.nsite, 3),
+        site_xmat=zeros(m.nsite, 3, 3),
+        cam_xpos=zeros(m.ncam, 3),
+        cam_xmat=zeros(m.ncam, 3, 3),
+        light_xpos=zeros(m.nlight, 3),
+        light_xdir=zeros(m.nlight, 3),
+        subtree_com=zeros(nb, 3),
+        cdof=zeros(nv, 6),
+        cinert=zeros(nb, 10),
+        ten_wrapadr=jp.zeros(m.ntendon, dtype=jp.int32),
+        ten_wrapnum=jp.zeros(m.ntendon, dtype=jp.int32),
+        ten_J=zeros(m.ntendon, nv),
+        ten_length=zeros(m.ntendon),
+        wrap_obj=jp.zeros((m.nwrap, 2), dtype=jp.int32),
+        wrap_xpos=zeros(m.nwrap, 6),
+        actuator_length=zeros(m.nu),
+        actuator_moment=zeros(m.nu, nv),
+        crb=zeros(nb, 10),
+        qM=zeros(nv, nv),
+        qLD=zeros(nv, nv),
+        qLDiagInv=zeros(nv),
+        ten_velocity=zeros(m.ntendon),
+        actuator_velocity=zeros(m.nu),
+        cvel=zeros(nb, 6),
+        cdof_dot=zeros(nv, 6),
+        qfrc_bias=zeros(nv),
+        qfrc_spring=zeros(nv),
+        qfrc_damper=zeros(nv),
+        qfrc_gravcomp=zeros(nv),
+        qfrc_fluid=zeros(nv),
+        qfrc_passive=zeros(nv),
+        subtree_linvel=zeros(nb, 3),
+        subtree_angmom=zeros(nb, 3),
+        actuator_force=zeros(m.nu),
+        qfrc_actuator=zeros(nv),
+        qfrc_smooth=zeros(nv),
+        qacc_smooth=zeros(nv),
+        qfrc_constraint=zeros(nv),
+        qfrc_inverse=zeros(nv),
+        cacc=zeros(nb, 6),
+        cfrc_int=zeros(nb, 6),
+        cfrc_ext=zeros(nb, 6),
+        energy=zeros(2),
+        solver_niter=jp.zeros((), dtype=jp.int32),
+        warning_count=jp.zeros(_N_WARNING, dtype=jp.int32),
+    )
