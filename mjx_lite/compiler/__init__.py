@@ -1,0 +1,1 @@
+"""The MJCF compiler: XML -> numpy arrays in MuJoCo order -> Model."""

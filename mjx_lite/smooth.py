@@ -1,0 +1,570 @@
+"""Position and velocity stages of smooth dynamics (Computation chapter, "Forward dynamics"
+and "Simulation pipeline" steps 2-8 and 13-14): forward kinematics, com-based inertias and
+motion axes, fixed tendons, the joint-space inertia and its factorization, actuator
+transmissions, body velocities and the bias force by recursive Newton-Euler.
+
+All tree recursions are level-wise (``tree.scan_down`` / ``tree.scan_up``); per-joint and
+per-dof work is vectorized with static index sets computed from the model's integer fields.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite import math, tree
+from mjx_lite.types import (
+    CamLightType,
+    Data,
+    DisableBit,
+    JointType,
+    Model,
+    TrnType,
+    WrapType,
+)
+
+# ------------------------------------------------------------------------------------------
+# kinematics
+
+
+def _body_local(m: Model, d: Data):
+    """Pose of every body relative to its parent (free bodies: in the world), and the joint
+    anchors/axes in the parent frame, applying the body's joints in order (mj_kinematics)."""
+    nbody = m.nbody
+    jtype = np.asarray(m.jnt_type)
+    jbody = np.asarray(m.jnt_bodyid)
+    qadr = np.asarray(m.jnt_qposadr)
+    mocapid = np.asarray(m.body_mocapid)
+
+    pos = jp.asarray(m.body_pos)
+    quat = jp.asarray(m.body_quat)
+    mocap = np.nonzero(mocapid >= 0)[0]
+    if mocap.size:
+        pos = pos.at[mocap].set(d.mocap_pos[mocapid[mocap]])
+        quat = quat.at[mocap].set(math.quat_normalize(d.mocap_quat[mocapid[mocap]]))
+
+    free_j = np.nonzero(jtype == JointType.FREE)[0]
+    absolute = np.zeros(nbody, dtype=bool)
+    absolute[jbody[free_j]] = True
+    if free_j.size:
+        fq = qadr[free_j]
+        pos = pos.at[jbody[free_j]].set(d.qpos[fq[:, None] + np.arange(3)])
+        fquat = d.qpos[fq[:, None] + 3 + np.arange(4)]
+        quat = quat.at[jbody[free_j]].set(math.quat_normalize(fquat))
+
+    anchor = jp.zeros((m.njnt, 3), dtype=pos.dtype)
+    axis = jp.zeros((m.njnt, 3), dtype=pos.dtype)
+    jaxis = jp.asarray(m.jnt_axis)
+    jpos = jp.asarray(m.jnt_pos)
+    # joints of non-free bodies, applied slot by slot (the k-th joint of each body)
+    slot = np.arange(m.njnt) - np.asarray(m.body_jntadr)[jbody]
+    for k in range(int(slot.max(initial=-1)) + 1):
+        for jt in (JointType.SLIDE, JointType.HINGE, JointType.BALL):
+            j = np.nonzero((slot == k) & (jtype == jt))[0]
+            if not j.size:
+                continue
+            b = jbody[j]
+            p, q = pos[b], quat[b]
+            ax = math.rotate(jaxis[j], q)
+            an = math.rotate(jpos[j], q) + p
+            anchor = anchor.at[j].set(an)
+            axis = axis.at[j].set(ax)
+            if jt == JointType.SLIDE:
+                p = p + ax * (d.qpos[qadr[j]] - m.qpos0[qadr[j]])[:, None]
+            else:
+                if jt == JointType.HINGE:
+                    qloc = math.axis_angle_to_quat(jaxis[j], d.qpos[qadr[j]] - m.qpos0[qadr[j]])
+                else:
+                    qloc = math.quat_normalize(d.qpos[qadr[j][:, None] + np.arange(4)])
+                q = math.quat_mul(q, qloc)
+                p = an - math.rotate(jpos[j], q)
+            pos = pos.at[b].set(p)
+            quat = quat.at[b].set(q)
+    return pos, quat, absolute, anchor, axis
+
+
+def _local_to_global(xpos, xquat, lpos, lquat):
+    gpos = xpos + math.rotate(lpos, xquat)
+    gquat = math.quat_mul(xquat, lquat)
+    return gpos, math.quat_to_mat(gquat)
+
+
+def _subtree_com(m: Model, xipos: jax.Array) -> jax.Array:
+    mass = jp.asarray(m.body_mass)
+    tot = tree.scan_up(m, xipos * mass[:, None])
+    smass = jp.asarray(m.body_subtreemass)[:, None]
+    ok = smass >= math.MINVAL
+    return jp.where(ok, tot / jp.where(ok, smass, 1.0), xipos)
+
+
+def kinematics(m: Model, d: Data) -> Data:
+    """Global poses of bodies, joints, geoms, sites, cameras and lights (mj_kinematics)."""
+    lpos, lquat, absolute, lanchor, laxis = _body_local(m, d)
+    dtype = lpos.dtype
+    world_quat = jp.array([1.0, 0.0, 0.0, 0.0], dtype=dtype)
+    absf = jp.asarray(absolute, dtype=dtype)[:, None]
+
+    def combine(par, loc):
+        ppos, pquat, _ = par
+        pos, quat, a = loc
+        gpos = ppos + math.rotate(pos, pquat)
+        gquat = math.quat_normalize(math.quat_mul(pquat, quat))
+        return (jp.where(a > 0, pos, gpos), jp.where(a > 0, quat, gquat), a)
+
+    xpos, xquat, _ = tree.scan_down(
+        m, combine, (lpos, lquat, absf), (jp.zeros(3, dtype), world_quat, jp.zeros(1, dtype))
+    )
+    xmat = math.quat_to_mat(xquat)
+
+    # joint frames: the parent's pose applied to the parent-frame anchors/axes
+    jbody = np.asarray(m.jnt_bodyid)
+    jpar = np.asarray(m.body_parentid)[jbody]
+    xanchor = xpos[jpar] + math.rotate(lanchor, xquat[jpar])
+    xaxis = math.rotate(laxis, xquat[jpar])
+    free_j = np.nonzero(np.asarray(m.jnt_type) == JointType.FREE)[0]
+    if free_j.size:
+        xanchor = xanchor.at[free_j].set(xpos[jbody[free_j]])
+        xaxis = xaxis.at[free_j].set(jp.asarray(m.jnt_axis)[free_j])
+
+    xipos, ximat = _local_to_global(xpos, xquat, m.body_ipos, m.body_iquat)
+    gb = np.asarray(m.geom_bodyid)
+    geom_xpos, geom_xmat = _local_to_global(xpos[gb], xquat[gb], m.geom_pos, m.geom_quat)
+    sb = np.asarray(m.site_bodyid)
+    site_xpos, site_xmat = _local_to_global(xpos[sb], xquat[sb], m.site_pos, m.site_quat)
+
+    d = d.replace(
+        xpos=xpos, xquat=xquat, xmat=xmat, xipos=xipos, ximat=ximat, xanchor=xanchor,
+        xaxis=xaxis, geom_xpos=geom_xpos, geom_xmat=geom_xmat, site_xpos=site_xpos,
+        site_xmat=site_xmat,
+    )
+    return camlight(m, d, _subtree_com(m, xipos))
+
+
+def _target_frame(pos: jax.Array, target: jax.Array) -> jax.Array:
+    """Camera frame looking from ``pos`` at ``target`` with x orthogonal to world z."""
+    z = math.normalize(pos - target)
+    up = jp.broadcast_to(jp.array([0.0, 0.0, 1.0], dtype=pos.dtype), z.shape)
+    x = math.normalize(jp.cross(up, z))
+    y = math.normalize(jp.cross(z, x))
+    return jp.stack([x, y, z], axis=-1)
+
+
+def camlight(m: Model, d: Data, subtree_com: jax.Array | None = None) -> Data:
+    """Camera and light poses for every mode (mj_camlight)."""
+    com = d.subtree_com if subtree_com is None else subtree_com
+    cam_xpos, cam_xmat = d.cam_xpos, d.cam_xmat
+    if m.ncam:
+        b = np.asarray(m.cam_bodyid)
+        tb = np.maximum(np.asarray(m.cam_targetbodyid), 0)
+        mode = np.asarray(m.cam_mode)
+        fpos, fmat = _local_to_global(d.xpos[b], d.xquat[b], m.cam_pos, m.cam_quat)
+        trk = (mode == CamLightType.TRACK)[:, None]
+        trkcom = (mode == CamLightType.TRACKCOM)[:, None]
+        cam_xpos = jp.where(trk, d.xpos[b] + m.cam_pos0, fpos)
+        cam_xpos = jp.where(trkcom, com[b] + m.cam_poscom0, cam_xpos)
+        cam_xmat = jp.where((trk | trkcom)[..., None], m.cam_mat0, fmat)
+        tgt = np.isin(mode, (CamLightType.TARGETBODY, CamLightType.TARGETBODYCOM))
+        if tgt.any():
+            target = jp.where((mode == CamLightType.TARGETBODY)[:, None], d.xpos[tb], com[tb])
+            look = _target_frame(cam_xpos, target)
+            cam_xmat = jp.where(tgt[:, None, None], look, cam_xmat)
+    light_xpos, light_xdir = d.light_xpos, d.light_xdir
+    if m.nlight:
+        b = np.asarray(m.light_bodyid)
+        tb = np.maximum(np.asarray(m.light_targetbodyid), 0)
+        mode = np.asarray(m.light_mode)
+        fpos = d.xpos[b] + math.rotate(m.light_pos, d.xquat[b])
+        fdir = math.rotate(m.light_dir, d.xquat[b])
+        trk = (mode == CamLightType.TRACK)[:, None]
+        trkcom = (mode == CamLightType.TRACKCOM)[:, None]
+        light_xpos = jp.where(trk, d.xpos[b] + m.light_pos0, fpos)
+        light_xpos = jp.where(trkcom, com[b] + m.light_poscom0, light_xpos)
+        light_xdir = jp.where(trk | trkcom, m.light_dir0, fdir)
+        tgt = np.isin(mode, (CamLightType.TARGETBODY, CamLightType.TARGETBODYCOM))
+        if tgt.any():
+            target = jp.where((mode == CamLightType.TARGETBODY)[:, None], d.xpos[tb], com[tb])
+            light_xdir = jp.where(tgt[:, None], math.normalize(target - light_xpos), light_xdir)
+        # MuJoCo keeps light directions unit length
+        light_xdir = math.normalize(light_xdir)
+    return d.replace(cam_xpos=cam_xpos, cam_xmat=cam_xmat, light_xpos=light_xpos,
+                     light_xdir=light_xdir)
+
+
+# ------------------------------------------------------------------------------------------
+# com-based quantities
+
+
+def _dof_static(m: Model):
+    """Per-dof static facts: joint type, index within the joint, body, joint id."""
+    jnt = np.asarray(m.dof_jntid)
+    jtype = np.asarray(m.jnt_type)[jnt]
+    k = np.arange(m.nv) - np.asarray(m.jnt_dofadr)[jnt]
+    return jtype, k, np.asarray(m.dof_bodyid), jnt
+
+
+def com_pos(m: Model, d: Data) -> Data:
+    """subtree_com, com-based body inertias cinert and motion axes cdof (mj_comPos)."""
+    subtree_com = _subtree_com(m, d.xipos)
+    root = np.asarray(m.body_rootid)
+    dif = d.xipos - subtree_com[root]
+    cinert = math.inert_com(m.body_inertia, d.ximat, dif, m.body_mass)
+    cinert = cinert.at[0].set(0.0)
+
+    jtype, k, body, jnt = _dof_static(m)
+    dtype = d.xpos.dtype
+    offset = subtree_com[root[body]] - d.xanchor[jnt]
+    rot3 = (jtype == JointType.BALL) | ((jtype == JointType.FREE) & (k >= 3))
+    col = np.where(jtype == JointType.FREE, k - 3, k).clip(0, 2)
+    # ball and free rotations turn about the body frame's axes (columns of xmat)
+    ang_ball = d.xmat[body, :, col]
+    ang = jp.where(rot3[:, None], ang_ball, d.xaxis[jnt])
+    is_lin = (jtype == JointType.SLIDE) | ((jtype == JointType.FREE) & (k < 3))
+    ang = jp.where(is_lin[:, None], 0.0, ang)
+    lin_free = jp.asarray(np.eye(3)[np.clip(k, 0, 2)], dtype=dtype)
+    lin = jp.cross(ang, offset)
+    lin = jp.where((jtype == JointType.SLIDE)[:, None], d.xaxis[jnt], lin)
+    lin = jp.where(((jtype == JointType.FREE) & (k < 3))[:, None], lin_free, lin)
+    cdof = jp.concatenate([ang, lin], axis=-1).reshape(m.nv, 6)
+    d = d.replace(subtree_com=subtree_com, cinert=cinert, cdof=cdof)
+    return camlight(m, d)
+
+
+def crb(m: Model, d: Data) -> Data:
+    """Composite rigid-body inertias crb and the dense joint-space inertia qM (mj_crb)."""
+    crb_ = tree.scan_up(m, d.cinert)
+    body = np.asarray(m.dof_bodyid)
+    force = math.inert_mul(crb_[body], d.cdof)  # (nv, 6)
+    anc = tree.dof_ancestors(m)
+    lower = jp.where(anc, force @ d.cdof.T, 0.0)
+    qm = lower + lower.T - jp.diag(jp.diag(lower)) + jp.diag(jp.asarray(m.dof_armature))
+    return d.replace(crb=crb_, qM=qm)
+
+
+# ------------------------------------------------------------------------------------------
+# factorization of M
+#
+# MuJoCo factors M = L' D L with L unit lower triangular (Computation chapter, "Forward
+# dynamics": the tree-sparse L'DL whose fill-in stays on the dof ancestor chains). Reversing
+# the dof order turns L' D L into an ordinary L D L' factorization, so one dense LAPACK
+# Cholesky of the reversed matrix yields MuJoCo's exact L and D. Measured on CPU (2 shared
+# cores, float64, jit, factor_m + solve_m, median of 7x300 calls; benchmarks/factor_m.txt):
+#   humanoid nv=23: tree-sparse L'DL 318 us, dense Cholesky 38 us (vmap 256: 2070 / 1014 us)
+#   ant nv=14:      tree-sparse L'DL  41 us, dense Cholesky 29 us (vmap 256:  643 /  551 us)
+# The tree-sparse version is nv unrolled gather/scatter steps; it is kept as a reference.
+
+
+def factor_m_ltdl(m: Model, qm: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Tree-sparse M = L' D L (mj_factorI); qLD holds L below and D on the diagonal."""
+    parent = np.asarray(m.dof_parentid)
+    qld = qm
+    for k in range(m.nv - 1, -1, -1):
+        a = []
+        j = parent[k]
+        while j >= 0:
+            a.append(j)
+            j = parent[j]
+        if not a:
+            continue
+        a = np.array(a)
+        row = qld[k, a]
+        scaled = row / qld[k, k]
+        qld = qld.at[a[:, None], a[None, :]].add(-scaled[:, None] * row[None, :])
+        qld = qld.at[k, a].set(scaled)
+    qld = jp.tril(qld)
+    return qld, 1.0 / jp.diag(qld)
+
+
+def factor_m_dense(qm: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The same L' D L factor (same layout) by a dense Cholesky of the dof-reversed M."""
+    c = jp.linalg.cholesky(qm[::-1, ::-1])
+    cd = jp.diag(c)
+    # C = P L' P sqrt(P D P) with P the reversal: unit-scale the columns, undo the reversal
+    lt = (c / cd[None, :])[::-1, ::-1]  # = L' (unit upper)
+    diag = (cd * cd)[::-1]
+    qld = jp.tril(lt.T, -1) + jp.diag(diag)
+    return qld, 1.0 / diag
+
+
+def solve_ltdl(qld: jax.Array, diag_inv: jax.Array, x: jax.Array) -> jax.Array:
+    """Solves (L' D L) y = x given qLD (L below, D on the diagonal); x (nv,) or (nv, k)."""
+    unit = jp.tril(qld, -1) + jp.eye(qld.shape[0], dtype=qld.dtype)
+    vec = x.ndim == 1
+    x = x[:, None] if vec else x
+    y = jax.scipy.linalg.solve_triangular(unit, x, lower=True, trans=1, unit_diagonal=True)
+    y = y * diag_inv[:, None]
+    y = jax.scipy.linalg.solve_triangular(unit, y, lower=True, unit_diagonal=True)
+    return y[:, 0] if vec else y
+
+
+# Which factorization factor_m uses (see the timings above); both give the same qLD layout.
+FACTOR = "dense"
+
+
+def factor_m(m: Model, d: Data) -> Data:
+    """Factorizes qM = L' D L into qLD (L strictly below, D on the diagonal) and
+    qLDiagInv = 1 / D, MuJoCo's factor in dense storage (mj_factorM)."""
+    if FACTOR == "ltdl":
+        qld, dinv = factor_m_ltdl(m, d.qM)
+    else:
+        qld, dinv = factor_m_dense(d.qM)
+    return d.replace(qLD=qld, qLDiagInv=dinv)
+
+
+def solve_m(m: Model, d: Data, x: jax.Array) -> jax.Array:
+    """M^-1 x from the factor in d (mj_solveM); x (nv,) or (nv, k)."""
+    return solve_ltdl(d.qLD, d.qLDiagInv, x)
+
+
+def mul_m(m: Model, d: Data, x: jax.Array) -> jax.Array:
+    """M x (mj_mulM); x (nv,) or (nv, k)."""
+    return d.qM @ x
+
+
+# ------------------------------------------------------------------------------------------
+# tendons, Jacobians, transmissions
+
+
+def tendon(m: Model, d: Data) -> Data:
+    """Fixed tendons: ten_length = sum coef * qpos and the constant ten_J (mj_tendon).
+
+    Spatial tendons are computed by ``mjx_lite.tendon``; their rows stay zero here.
+    """
+    if not m.ntendon:
+        return d
+    wtype = np.asarray(m.wrap_type)
+    adr, num = np.asarray(m.tendon_adr), np.asarray(m.tendon_num)
+    ten_of_wrap = np.repeat(np.arange(m.ntendon), num)
+    wrap_ids = (np.repeat(adr, num) + np.arange(num.sum()) - np.repeat(np.cumsum(num) - num, num))
+    wrap_ids = wrap_ids.astype(int)
+    sel = wtype[wrap_ids] == WrapType.JOINT
+    w, t = wrap_ids[sel], ten_of_wrap[sel]
+    jid = np.asarray(m.wrap_objid)[w]
+    coef = jp.asarray(m.wrap_prm)[w]
+    qpos = d.qpos[np.asarray(m.jnt_qposadr)[jid]]
+    length = jax.ops.segment_sum(coef * qpos, t, num_segments=m.ntendon)
+    ten_j = jp.zeros((m.ntendon, m.nv), dtype=d.qpos.dtype)
+    ten_j = ten_j.at[t, np.asarray(m.jnt_dofadr)[jid]].add(coef)
+    # ten_wrapadr counts the spatial path points before each tendon; fixed ones add none
+    return d.replace(ten_length=length, ten_J=ten_j)
+
+
+def jac(m: Model, d: Data, point: jax.Array, body_id) -> tuple[jax.Array, jax.Array]:
+    """Translational and rotational Jacobians (3, nv) of a point on a body (mj_jac).
+
+    ``body_id`` may be a Python int or a traced integer; ``point`` and ``body_id`` may carry
+    matching leading batch axes.
+    """
+    mask = jp.asarray(tree.body_dof_mask(m))[body_id]  # (..., nv)
+    root = jp.asarray(np.asarray(m.body_rootid))[body_id]
+    offset = point - d.subtree_com[root]
+    ang = d.cdof[:, :3]
+    lin = d.cdof[:, 3:] + jp.cross(ang, offset[..., None, :])
+    jacp = jp.where(mask[..., :, None], lin, 0.0)
+    jacr = jp.where(mask[..., :, None], ang, 0.0)
+    return jp.swapaxes(jacp, -1, -2), jp.swapaxes(jacr, -1, -2)
+
+
+def _site_quat(m: Model, d: Data, ids: np.ndarray) -> jax.Array:
+    return math.quat_mul(d.xquat[np.asarray(m.site_bodyid)[ids]], jp.asarray(m.site_quat)[ids])
+
+
+def transmission(m: Model, d: Data) -> Data:
+    """actuator_length and dense actuator_moment (nu, nv) (mj_transmission).
+
+    Body transmissions (adhesion) depend on contacts and stay zero here (the constraint
+    stage owns them); so does the MuJoCo 4.0 SO3 transmission, not implemented yet.
+    """
+    if not m.nu:
+        return d
+    nu, nv = m.nu, m.nv
+    dtype = d.qpos.dtype
+    trn = np.asarray(m.actuator_trntype)
+    trnid = np.asarray(m.actuator_trnid)
+    gear = jp.asarray(m.actuator_gear)
+    length = jp.zeros(nu, dtype=dtype)
+    moment = jp.zeros((nu, nv), dtype=dtype)
+    jtype_all = np.asarray(m.jnt_type)
+    qadr_all = np.asarray(m.jnt_qposadr)
+    dadr_all = np.asarray(m.jnt_dofadr)
+
+    isjoint = np.isin(trn, (TrnType.JOINT, TrnType.JOINTINPARENT))
+    jid = np.where(isjoint, trnid[:, 0], 0)
+    jt = jtype_all[jid] if m.njnt else np.zeros(nu, int)
+
+    # slide and hinge: scalar gear
+    a = np.nonzero(isjoint & np.isin(jt, (JointType.SLIDE, JointType.HINGE)))[0]
+    if a.size:
+        length = length.at[a].set(d.qpos[qadr_all[jid[a]]] * gear[a, 0])
+        moment = moment.at[a, dadr_all[jid[a]]].set(gear[a, 0])
+
+    # ball: length = rotation vector . gear axis; jointinparent rotates the gear by q^-1
+    a = np.nonzero(isjoint & (jt == JointType.BALL))[0]
+    if a.size:
+        q = math.quat_normalize(d.qpos[qadr_all[jid[a]][:, None] + np.arange(4)])
+        gax = gear[a, :3]
+        inpar = (trn[a] == TrnType.JOINTINPARENT)[:, None]
+        gax = jp.where(inpar, math.rotate(gax, math.quat_conj(q)), gax)
+        length = length.at[a].set(jp.sum(math.quat_to_vel(q) * gax, -1))
+        moment = moment.at[a[:, None], dadr_all[jid[a]][:, None] + np.arange(3)].set(gax)
+
+    # free: no meaningful length; translational gear as is, rotational maybe rotated
+    a = np.nonzero(isjoint & (jt == JointType.FREE))[0]
+    if a.size:
+        q = math.quat_normalize(d.qpos[qadr_all[jid[a]][:, None] + 3 + np.arange(4)])
+        gax = gear[a, 3:]
+        inpar = (trn[a] == TrnType.JOINTINPARENT)[:, None]
+        gax = jp.where(inpar, math.rotate(gax, math.quat_conj(q)), gax)
+        full = jp.concatenate([gear[a, :3], gax], axis=-1)
+        moment = moment.at[a[:, None], dadr_all[jid[a]][:, None] + np.arange(6)].set(full)
+
+    # tendon: scaled tendon length and Jacobian
+    a = np.nonzero(trn == TrnType.TENDON)[0]
+    if a.size:
+        t = trnid[a, 0]
+        length = length.at[a].set(d.ten_length[t] * gear[a, 0])
+        moment = moment.at[a].set(d.ten_J[t] * gear[a, :1])
+
+    # site without refsite: Jacobian projected on the gear wrench in the site frame
+    a = np.nonzero((trn == TrnType.SITE) & (trnid[:, 1] < 0))[0]
+    if a.size:
+        s = trnid[a, 0]
+        sb = np.asarray(m.site_bodyid)[s]
+        jp_, jr = jac(m, d, d.site_xpos[s], sb)
+        wf = jp.einsum("aij,aj->ai", d.site_xmat[s], gear[a, :3])
+        wt = jp.einsum("aij,aj->ai", d.site_xmat[s], gear[a, 3:])
+        mom = jp.einsum("aiv,ai->av", jp_, wf) + jp.einsum("aiv,ai->av", jr, wt)
+        moment = moment.at[a].set(mom)
+
+    # site with refsite: length and Jacobian relative to the reference site's frame
+    a = np.nonzero((trn == TrnType.SITE) & (trnid[:, 1] >= 0))[0]
+    if a.size:
+        s, r = trnid[a, 0], trnid[a, 1]
+        sb, rb = np.asarray(m.site_bodyid)[s], np.asarray(m.site_bodyid)[r]
+        rmat = d.site_xmat[r]
+        vec = jp.einsum("aji,aj->ai", rmat, d.site_xpos[s] - d.site_xpos[r])
+        qrel = math.quat_mul(math.quat_conj(_site_quat(m, d, r)), _site_quat(m, d, s))
+        ln = jp.sum(vec * gear[a, :3], -1) + jp.sum(math.quat_to_vel(qrel) * gear[a, 3:], -1)
+        wf = jp.einsum("aij,aj->ai", rmat, gear[a, :3])
+        wt = jp.einsum("aij,aj->ai", rmat, gear[a, 3:])
+        jps, jrs = jac(m, d, d.site_xpos[s], sb)
+        jpr, jrr = jac(m, d, d.site_xpos[r], rb)
+        # the length is measured in the ref frame, so the ref frame's rotation counts too:
+        # d(R' v)/dq = R' (dv/dq - w x v)
+        dvec = d.site_xpos[s] - d.site_xpos[r]
+        rot_term = jp.swapaxes(jp.cross(jp.swapaxes(jrr, -1, -2), dvec[:, None, :]), -1, -2)
+        jdiff = jps - jpr - rot_term
+        mom = jp.einsum("aiv,ai->av", jdiff, wf) + jp.einsum("aiv,ai->av", jrs - jrr, wt)
+        length = length.at[a].set(ln)
+        moment = moment.at[a].set(mom)
+
+    # slider-crank: length = a.v - sqrt((a.v)^2 + r^2 - v.v), v crank - slider, a slider z
+    a = np.nonzero(trn == TrnType.SLIDERCRANK)[0]
+    if a.size:
+        s, sl = trnid[a, 0], trnid[a, 1]
+        rod = jp.asarray(m.actuator_cranklength)[a]
+        axis = d.site_xmat[sl][:, :, 2]
+        vec = d.site_xpos[s] - d.site_xpos[sl]
+        av = jp.sum(vec * axis, -1)
+        det = av * av + rod * rod - jp.sum(vec * vec, -1)
+        ok = det > 0
+        sdet = jp.sqrt(jp.where(ok, det, 1.0))
+        ln = jp.where(ok, av - sdet, av)
+        fac = jp.where(ok, 1.0 - av / sdet, 1.0)[:, None]
+        dldv = jp.where(ok[:, None], axis * fac + vec / sdet[:, None], axis)
+        dlda = jp.where(ok[:, None], vec * fac, vec)
+        jps, _ = jac(m, d, d.site_xpos[s], np.asarray(m.site_bodyid)[s])
+        jpl, jrl = jac(m, d, d.site_xpos[sl], np.asarray(m.site_bodyid)[sl])
+        # d(axis)/dq: rotational Jacobian columns crossed with the axis
+        jaxis = jp.cross(jp.swapaxes(jrl, -1, -2), axis[:, None, :])  # (a, nv, 3)
+        mom = jp.einsum("avi,ai->av", jaxis, dlda) + jp.einsum("aiv,ai->av", jps - jpl, dldv)
+        length = length.at[a].set(ln * gear[a, 0])
+        moment = moment.at[a].set(mom * gear[a, :1])
+
+    return d.replace(actuator_length=length, actuator_moment=moment)
+
+
+# ------------------------------------------------------------------------------------------
+# velocities and bias forces
+
+
+def _same_body_before(m: Model) -> np.ndarray:
+    """Static (nv, nv) mask: [i, j] when dof j is in i's body and its joint precedes i's
+    (ball/free rotations use the body velocity from before the whole 3-dof group)."""
+    jtype, k, body, jnt = _dof_static(m)
+    # free: translations are their own group, rotations a second group
+    group = jnt * 2 + ((jtype == JointType.FREE) & (k >= 3))
+    out = (body[:, None] == body[None, :]) & (group[None, :] < group[:, None])
+    return out
+
+
+def com_vel(m: Model, d: Data) -> Data:
+    """Body spatial velocities cvel and cdof_dot = cvel x cdof (mj_comVel)."""
+    jtype, k, body, _ = _dof_static(m)
+    vdof = d.cdof * d.qvel[:, None]
+    local = jax.ops.segment_sum(vdof, body, num_segments=m.nbody)
+    cvel = tree.scan_down(m, lambda p, loc: p + loc, local, jp.zeros(6, d.qvel.dtype))
+    parent = np.asarray(m.body_parentid)[body]
+    before = cvel[parent] + jp.asarray(_same_body_before(m), dtype=vdof.dtype) @ vdof
+    cdof_dot = math.motion_cross(before, d.cdof)
+    # free translations have zero cdof_dot by convention
+    free_t = ((jtype == JointType.FREE) & (k < 3))[:, None]
+    cdof_dot = jp.where(free_t, 0.0, cdof_dot)
+    return d.replace(cvel=cvel, cdof_dot=cdof_dot)
+
+
+def rne(m: Model, d: Data, flg_acc: bool = False) -> Data:
+    """qfrc_bias: Coriolis, centrifugal and gravity forces by recursive Newton-Euler (mj_rne).
+
+    With ``flg_acc`` the joint accelerations d.qacc are included (inverse dynamics).
+    """
+    dtype = d.qvel.dtype
+    body = np.asarray(m.dof_bodyid)
+    root = jp.zeros(6, dtype)
+    if not m.opt.disableflags & DisableBit.GRAVITY:
+        root = root.at[3:].set(-jp.asarray(m.opt.gravity, dtype))
+    acc = d.cdof_dot * d.qvel[:, None]
+    if flg_acc:
+        acc = acc + d.cdof * d.qacc[:, None]
+    local = jax.ops.segment_sum(acc, body, num_segments=m.nbody)
+    cacc = tree.scan_down(m, lambda p, loc: p + loc, local, root)
+    f = math.inert_mul(d.cinert, cacc) + math.force_cross(d.cvel, math.inert_mul(d.cinert, d.cvel))
+    f = tree.scan_up(m, f.at[0].set(0.0))
+    qfrc_bias = jp.sum(d.cdof * f[body], axis=-1)
+    return d.replace(qfrc_bias=qfrc_bias)
+
+
+def subtree_vel(m: Model, d: Data) -> Data:
+    """subtree_linvel and subtree_angmom about each subtree's com (mj_subtreeVel)."""
+    mass = jp.asarray(m.body_mass)
+    smass = jp.asarray(m.body_subtreemass)
+    root = np.asarray(m.body_rootid)
+    parent = np.asarray(m.body_parentid)
+    bvel = math.transform_motion(d.cvel, d.xipos, d.subtree_com[root])
+    lin_mom = tree.scan_up(m, bvel[:, 3:] * mass[:, None])
+    linvel = lin_mom / jp.maximum(smass, math.MINVAL)[:, None]
+
+    # own spin: R diag(I) R' w
+    wl = jp.einsum("bji,bj->bi", d.ximat, bvel[:, :3]) * jp.asarray(m.body_inertia)
+    own = jp.einsum("bij,bj->bi", d.ximat, wl)
+    # body's translational momentum about its subtree com
+    dx = d.xipos - d.subtree_com
+    dp = (bvel[:, 3:] - linvel) * mass[:, None]
+    own = own + jp.where((np.arange(m.nbody) > 0)[:, None], jp.cross(dx, dp), 0.0)
+    # each child subtree's momentum about the parent's subtree com
+    dxc = d.subtree_com - d.subtree_com[parent]
+    dvc = (linvel - linvel[parent]) * smass[:, None]
+    extra = jp.cross(dxc, dvc).at[0].set(0.0)
+    own = own + jax.ops.segment_sum(extra, parent, num_segments=m.nbody)
+    angmom = tree.scan_up(m, own)
+    return d.replace(subtree_linvel=linvel, subtree_angmom=angmom)
+
+
+def tendon_velocity(m: Model, d: Data) -> Data:
+    """ten_velocity = ten_J qvel."""
+    return d.replace(ten_velocity=d.ten_J @ d.qvel)
+
+
+def actuator_velocity(m: Model, d: Data) -> Data:
+    """actuator_velocity = actuator_moment qvel."""
+    return d.replace(actuator_velocity=d.actuator_moment @ d.qvel)

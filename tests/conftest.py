@@ -1,0 +1,68 @@
+"""Test-wide JAX configuration and the paths of the test-data sets.
+
+Float64 is on for every test: parity with MuJoCo C is checked at 1e-10, which float32 cannot
+reach. JAX's persistent compilation cache is on so that a second run (and CI's second phase)
+reuses compiled programs instead of paying XLA compile time again.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pathlib
+
+import jax
+import pytest
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+jax.config.update("jax_enable_x64", True)
+# .ci/run points JAX_COMPILATION_CACHE_DIR into the clone; a developer run uses the same place.
+_CACHE_DIR = os.environ.get("JAX_COMPILATION_CACHE_DIR", str(REPO_ROOT / ".jax_cache"))
+jax.config.update("jax_compilation_cache_dir", _CACHE_DIR)
+# Cache every program: the test suite is many small jits, each below the 1 s default threshold.
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def _package_dir(name: str) -> pathlib.Path:
+    # find_spec on a top-level name locates the package without importing it, so neither
+    # gymnasium's env registry nor mujoco.mjx (which imports jax and warp) is loaded here.
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"package {name!r} is not installed; run pip install -e '.[test]'")
+    return pathlib.Path(next(iter(spec.submodule_search_locations)))
+
+
+MODELS_DIR = REPO_ROOT / "models"
+GYM_ASSETS = _package_dir("gymnasium") / "envs" / "mujoco" / "assets"
+MJX_TEST_DATA = _package_dir("mujoco") / "mjx" / "test_data"
+# The seed documents live beside the clone (../shared); GitHub CI has no such checkout.
+SEEDS_DIR = REPO_ROOT.parent / "shared" / "seeds"
+
+
+@pytest.fixture(scope="session")
+def models_dir() -> pathlib.Path:
+    """The repository's models/ directory."""
+    return MODELS_DIR
+
+
+@pytest.fixture(scope="session")
+def gym_assets() -> pathlib.Path:
+    """gymnasium's envs/mujoco/assets directory (ant.xml, humanoid.xml, ...)."""
+    return GYM_ASSETS
+
+
+@pytest.fixture(scope="session")
+def mjx_test_data() -> pathlib.Path:
+    """The mujoco-mjx wheel's test_data directory (pendula.xml, humanoid/, tendon/, ...)."""
+    return MJX_TEST_DATA
+
+
+@pytest.fixture(scope="session")
+def seeds_dir() -> pathlib.Path:
+    """../shared/seeds; tests using it carry the ``seeds`` marker, which .ci/run deselects
+    when the directory is absent, so reaching here without it is a real failure."""
+    if not SEEDS_DIR.is_dir():
+        pytest.fail(f"seed documents not found at {SEEDS_DIR}; run with -m 'not seeds'")
+    return SEEDS_DIR
