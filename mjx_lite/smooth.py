@@ -232,7 +232,8 @@ def com_pos(m: Model, d: Data) -> Data:
 
 def crb(m: Model, d: Data) -> Data:
     """Composite rigid-body inertias crb and the dense joint-space inertia qM (mj_crb)."""
-    crb_ = tree.scan_up(m, d.cinert)
+    # the world body collects nothing (MuJoCo leaves crb[0] zero)
+    crb_ = tree.scan_up(m, d.cinert).at[0].set(0.0)
     body = np.asarray(m.dof_bodyid)
     force = math.inert_mul(crb_[body], d.cdof)  # (nv, 6)
     anc = tree.dof_ancestors(m)

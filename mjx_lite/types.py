@@ -317,11 +317,12 @@ class Option(PyTreeNode):
 
 
 class Statistic(PyTreeNode):
-    """Model statistics (mjStatistic); meaninertia scales the solver's tolerance."""
+    """Model statistics (mjStatistic); meaninertia scales the solver's tolerance.
+
+    ``meansize`` (a visual heuristic of average body radius) is not carried."""
 
     meaninertia: jax.Array
     meanmass: jax.Array
-    meansize: jax.Array
     extent: jax.Array
     center: jax.Array  # (3,)
 
@@ -431,7 +432,6 @@ class Model(PyTreeNode):
     dof_frictionloss: jax.Array  # (nv) float64
     dof_invweight0: jax.Array  # (nv) float64
     dof_jntid: np.ndarray  # (nv) int32
-    dof_length: jax.Array  # (nv) float64
     dof_parentid: np.ndarray  # (nv) int32
     dof_simplenum: np.ndarray  # (nv) int32
     dof_solimp: jax.Array  # (nv, 5) float64
@@ -481,7 +481,6 @@ class Model(PyTreeNode):
     site_user: jax.Array  # (nsite, nuser_site) float64
     cam_bodyid: np.ndarray  # (ncam) int32
     cam_fovy: jax.Array  # (ncam) float64
-    cam_intrinsic: np.ndarray  # (ncam, 4) float32
     cam_ipd: jax.Array  # (ncam) float64
     cam_mat0: jax.Array  # (ncam, 3, 3) float64
     cam_mode: np.ndarray  # (ncam) int32
@@ -491,7 +490,6 @@ class Model(PyTreeNode):
     cam_projection: np.ndarray  # (ncam) int32
     cam_quat: jax.Array  # (ncam, 4) float64
     cam_resolution: np.ndarray  # (ncam, 2) int32
-    cam_sensorsize: np.ndarray  # (ncam, 2) float32
     cam_targetbodyid: np.ndarray  # (ncam) int32
     cam_user: jax.Array  # (ncam, nuser_cam) float64
     light_active: np.ndarray  # (nlight) bool

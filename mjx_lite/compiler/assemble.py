@@ -38,7 +38,7 @@ _INTEGRATORS = {"euler": IntegratorType.EULER, "rk4": IntegratorType.RK4,
 _SOLVERS = {"pgs": SolverType.PGS, "cg": SolverType.CG, "newton": SolverType.NEWTON}
 # Fields computed by set_const (the dynamics at qpos0); zero until it runs.
 CONST_FIELDS = ("dof_invweight0", "body_invweight0", "tendon_invweight0", "dof_M0",
-                "actuator_acc0", "dof_length")
+                "actuator_acc0")
 
 
 def _compiler_settings(spec: Spec, ctx: Context) -> None:
@@ -256,8 +256,8 @@ def compile_spec(spec: Spec) -> Model:
     f.update(_body_fields(tb, f, sizes))
     f.update(_site_fields(tb, f, sizes))
     f.update(_camera_light_fields(tb, f, sizes))
+    f.update(body_xpos0=tb.xpos0, body_xquat0=tb.xquat0)
     ctx.fields.update(f)
-    ctx.fields.update(body_xpos0=tb.xpos0, body_xquat0=tb.xquat0)
     pending = []
     for step in _element_passes():
         out = step(ctx)
@@ -310,8 +310,10 @@ def _simple(tb, f: dict, sameframe: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     simple[0] = 1
     for b in range(1, nbody):
         jtypes = [tb.jnt[j]["type"] for j in tb.body_joints[b]]
+        rotational = sum(t in (JointType.HINGE, JointType.BALL) for t in jtypes)
+        # Two rotational joints couple through the configuration, whatever M is at qpos0.
         if parent[b] == 0 and not has_children[b] and sameframe[b] == SameFrame.BODY and \
-                _diagonal_block(tb, f, b):
+                rotational <= 1 and _diagonal_block(tb, f, b):
             simple[b] = 2 if jtypes and all(t == JointType.SLIDE for t in jtypes) else 1
     simplenum = np.zeros(nv, dtype=np.int32)
     for d in range(nv - 1, -1, -1):
@@ -425,10 +427,6 @@ def _camera_light_fields(tb, f: dict, sizes: dict) -> dict:
                 cam_ipd=np.array([i["ipd"] for i in items], dtype=float),
                 cam_resolution=np.array([i["resolution"] for i in items],
                                         dtype=np.int32).reshape(n, 2),
-                cam_sensorsize=np.array([i["sensorsize"] for i in items],
-                                        dtype=np.float32).reshape(n, 2),
-                cam_intrinsic=np.array([np.concatenate([_focal(i), i["principal"]])
-                                        for i in items], dtype=np.float32).reshape(n, 4),
                 cam_projection=np.array([i["projection"] for i in items], dtype=np.int32),
                 cam_user=build._user_array([i["user"] for i in items],
                                            [i["el"] for i in items], sizes["nuser_cam"], "cam"),
@@ -449,11 +447,6 @@ def _camera_light_fields(tb, f: dict, sizes: dict) -> dict:
                 out[f"light_{attr}"] = np.array([i[attr] for i in items],
                                                 dtype=np.float32).reshape(n, 3)
     return out
-
-
-def _focal(cam: dict) -> np.ndarray:
-    # MuJoCo 4.0 stores a 1 cm focal length when none is given (measured).
-    return cam["focal"] if np.any(cam["focal"]) else np.array([0.01, 0.01])
 
 
 def _element_passes():
@@ -502,7 +495,7 @@ def _to_model(ctx: Context, spec: Spec, sizes: dict) -> Model:
 
 def _const_placeholder(name: str, f: dict):
     shapes = {"dof_invweight0": (f["nv"],), "body_invweight0": (f["nbody"], 2),
-              "dof_M0": (f["nv"],), "dof_length": (f["nv"],),
+              "dof_M0": (f["nv"],),
               "tendon_invweight0": (f.get("ntendon", 0),),
               "actuator_acc0": (f.get("nu", 0),)}
     if name in shapes:
@@ -511,17 +504,33 @@ def _const_placeholder(name: str, f: dict):
 
 
 def _statistic(spec: Spec, f: dict) -> Statistic:
-    """meanmass over moving bodies; meaninertia from set_const; extent/center/meansize from
-    the geometry at qpos0 unless given in <statistic>."""
+    """meanmass over bodies; meaninertia from set_const; center and extent from the bounding
+    box of the geoms' bounding spheres at qpos0 (extent is its longest side, measured on
+    MuJoCo 4.0), unless given in <statistic>."""
     nbody = f["nbody"]
     meanmass = float(f["body_mass"][1:].mean()) if nbody > 1 else 0.0
-    values = dict(meaninertia=1.0, meanmass=meanmass, meansize=0.0, extent=0.0,
-                  center=np.zeros(3))
+    center, extent = _bounding_box(f)
+    values = dict(meaninertia=1.0, meanmass=meanmass, extent=extent, center=center)
     for el in spec.root.find("statistic"):
         for attr in values:
             if el.has(attr):
                 values[attr] = el.get(attr)
     return Statistic(**{k: jp.asarray(np.asarray(v, dtype=float)) for k, v in values.items()})
+
+
+def _bounding_box(f: dict) -> tuple[np.ndarray, float]:
+    xpos, xquat = f["body_xpos0"], f["body_xquat0"]
+    points_lo, points_hi = [], []
+    for g in range(f["ngeom"]):
+        b = f["geom_bodyid"][g]
+        center = xpos[b] + quat_rotate(xquat[b], f["geom_pos"][g])
+        r = f["geom_rbound"][g]
+        points_lo.append(center - r)
+        points_hi.append(center + r)
+    if not points_lo:
+        return np.zeros(3), 0.0
+    lo, hi = np.min(points_lo, axis=0), np.max(points_hi, axis=0)
+    return (lo + hi) / 2, float(np.max(hi - lo))
 
 
 def _apply_const(model: Model) -> Model:

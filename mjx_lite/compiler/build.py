@@ -204,10 +204,7 @@ class TreeBuilder:
         gtype = _GEOM_TYPES[el.get("type", "sphere")]
         if gtype == GeomType.SDF:
             raise el.error("unsupported: sdf geoms are not implemented by mjx_lite")
-        size = np.zeros(3)
-        size_given = el.get("size")
-        if size_given is not None:
-            size[: len(size_given)] = size_given
+        size = el.vec("size", (0, 0, 0))
         pos = el.vec("pos", (0, 0, 0))
         quat = frames.orientation(el, ctx.angle_scale, ctx.euler_seq)
         if el.has("fromto"):
@@ -288,10 +285,7 @@ class TreeBuilder:
     def _site(self, el: Element, body_id: int, frame: _Local) -> None:
         ctx = self.ctx
         stype = _GEOM_TYPES[el.get("type", "sphere")]
-        size = np.array([0.005, 0.005, 0.005])
-        given = el.get("size")
-        if given is not None:
-            size[: len(given)] = given
+        size = el.vec("size", (0.005, 0.005, 0.005))
         pos = el.vec("pos", (0, 0, 0))
         quat = frames.orientation(el, ctx.angle_scale, ctx.euler_seq)
         if el.has("fromto"):

@@ -55,6 +55,17 @@ def _sites(ctx: Context, el) -> tuple[int, int] | None:
             ctx.lookup("site", el.get("site2"), el, "site2"))
 
 
+def _tendon_id(ctx: Context, el, attr: str) -> int:
+    """Tendon id by document order: the equality pass may run before the tendon pass."""
+    if "tendon" in ctx.ids:
+        return ctx.lookup("tendon", el.get(attr), el, attr)
+    names = [t.attrs.get("name") for t in ctx.spec.section("tendon")]
+    name = el.get(attr)
+    if name not in names:
+        raise el.error(f"attribute '{attr}' refers to unknown tendon '{name}'")
+    return names.index(name)
+
+
 def build_equality(ctx: Context) -> dict:
     """neq and the eq_* fields in document order (poses at qpos0 from the tree pass)."""
     elements = ctx.spec.section("equality")
@@ -80,7 +91,7 @@ def build_equality(ctx: Context) -> dict:
                 out["eq_objtype"][i] = ObjType.SITE
                 out["eq_obj1id"][i], out["eq_obj2id"][i] = sites
                 if el.tag == "connect":
-                    data[0:3] = el.vec("anchor", (0.0, 0.0, 0.0))
+                    data[:] = 0.0  # site connects read only the sites (connect/site1)
                 else:
                     data[3:10] = 0.0
                     data[10] = el.get("torquescale", 1.0)
@@ -101,8 +112,10 @@ def build_equality(ctx: Context) -> dict:
                     data[0:3] = el.vec("anchor", (0.0, 0.0, 0.0))
                     relpose = el.vec("relpose", (0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0))
                     if np.all(relpose[3:] == 0):
-                        # Relative pose at qpos0: body2's frame in body1's (weld/relpose).
-                        data[3:6] = quat_rotate(quat_conj(q1), x2 - x1)
+                        # Relative pose at qpos0: the anchor (in body2's frame) and body2's
+                        # orientation, both in body1's frame (weld/relpose, weld/anchor).
+                        point = x2 + quat_rotate(q2, data[0:3])
+                        data[3:6] = quat_rotate(quat_conj(q1), point - x1)
                         q = quat_mul(quat_conj(q1), q2)
                         data[6:10] = q / np.linalg.norm(q)
                         data[11] = 1.0
@@ -117,9 +130,9 @@ def build_equality(ctx: Context) -> dict:
                 out["eq_obj2id"][i] = ctx.lookup("jnt", el.get("joint2"), el, "joint2")
             data[0:5] = el.vec("polycoef", (0.0, 1.0, 0.0, 0.0, 0.0))
         else:
-            out["eq_obj1id"][i] = ctx.lookup("tendon", el.get("tendon1"), el, "tendon1")
+            out["eq_obj1id"][i] = _tendon_id(ctx, el, "tendon1")
             if el.has("tendon2"):
-                out["eq_obj2id"][i] = ctx.lookup("tendon", el.get("tendon2"), el, "tendon2")
+                out["eq_obj2id"][i] = _tendon_id(ctx, el, "tendon2")
             data[0:5] = el.vec("polycoef", (0.0, 1.0, 0.0, 0.0, 0.0))
         out["eq_data"][i] = data
     out["neq"] = n

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mjx_lite.compiler.frames import mat_to_quat, quat_to_mat
+from mjx_lite.compiler.frames import quat_to_mat
 from mjx_lite.types import GeomType
 
 _PI = np.pi
@@ -106,13 +106,12 @@ def combine(masses, inertias, positions, quats) -> tuple[float, np.ndarray, np.n
 
 
 def principal(tensor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Principal moments (descending, as MuJoCo's eigensolver) and the frame's quaternion."""
-    values, vectors = np.linalg.eigh((tensor + tensor.T) / 2)
-    order = np.argsort(-values, kind="stable")
-    values, vectors = values[order], vectors[:, order]
-    if np.linalg.det(vectors) < 0:
-        vectors[:, 2] = -vectors[:, 2]
-    return values, mat_to_quat(vectors)
+    """Principal moments (descending) and frame quaternion, with MuJoCo's Jacobi eigensolver
+    so that degenerate and already-diagonal tensors give the same frame MuJoCo stores."""
+    from mjx_lite.compiler.mesh import eig3
+
+    values, quat = eig3((tensor + tensor.T) / 2)
+    return np.asarray(values, dtype=float), np.asarray(quat, dtype=float)
 
 
 def full_inertia_matrix(full: np.ndarray) -> np.ndarray:

@@ -27,7 +27,7 @@ from mjx_lite.errors import MJCFError
 _MINVAL = 1e-15  # mjMINVAL
 _EPS = 1e-14  # mjEPS
 _EIG_EPS = 1e-12  # Jacobi tolerance of the compiler's 3x3 eigensolver
-_EIG_CEPS = 1e-13
+_EIG_CEPS = 2e-14
 _STL_MAXFACE = 200000
 INERTIA_TYPES = ("convex", "exact", "legacy", "shell")
 
