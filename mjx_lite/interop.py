@@ -92,7 +92,8 @@ def model_from_mujoco(mjm) -> Model:
             values[name] = int(mjm.signature)
         else:
             v = getattr(mjm, name)
-            values[name] = _convert(name, v, name in traced) if isinstance(v, np.ndarray) else int(v)
+            is_array = isinstance(v, np.ndarray)
+            values[name] = _convert(name, v, name in traced) if is_array else int(v)
     return Model(**values)
 
 

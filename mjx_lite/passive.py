@@ -16,19 +16,10 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite import tree
 from mjx_lite.types import Data, DisableBit, GeomType, JointType, Model, TrnType
 
 _MINVAL = 1e-15  # mjMINVAL
-
-
-def body_dof_mask(m: Model) -> np.ndarray:
-    """(nbody, nv) static mask: dof j moves body b (dof_bodyid[j] is b or an ancestor of b)."""
-    parent = np.asarray(m.body_parentid)
-    anc = np.zeros((m.nbody, m.nbody), dtype=bool)
-    for b in range(m.nbody):
-        anc[b] = anc[parent[b]] if b else anc[b]
-        anc[b, b] = True
-    return anc[:, np.asarray(m.dof_bodyid, dtype=int)] if m.nv else np.zeros((m.nbody, 0), bool)
 
 
 def apply_ft(m: Model, d: Data, force, torque, point, body) -> jax.Array:
@@ -41,7 +32,7 @@ def apply_ft(m: Model, d: Data, force, torque, point, body) -> jax.Array:
       (nv,) generalized force.
     """
     body = np.asarray(body, dtype=int)
-    mask = body_dof_mask(m)[body]  # (k, nv)
+    mask = tree.body_dof_mask(m)[body]  # (k, nv)
     com = d.subtree_com[np.asarray(m.body_rootid)[body]]
     # the wrench about the tree's com, where cdof is expressed: (a x r) . f = a . (r x f)
     wrench = jp.concatenate([torque + jp.cross(point - com, force), force], axis=-1)
@@ -181,11 +172,11 @@ def geom_semiaxes(m: Model) -> jax.Array:
     return jp.where(gtype == GeomType.CYLINDER, jp.concatenate([r, r, s[:, 1:2]], 1), out)
 
 
-def _inertia_box_fluid(m: Model, d: Data, bodies: np.ndarray) -> jax.Array:
-    """Inertia-box fluid model (seed fluid chapter, "Inertia model")."""
+def _inertia_box_fluid(m: Model, d: Data, bodies: np.ndarray, use) -> jax.Array:
+    """Inertia-box fluid model (seed fluid chapter, "Inertia model") on bodies where use."""
     mass = m.body_mass[bodies]
     inertia = m.body_inertia[bodies]
-    alive = mass >= _MINVAL
+    alive = (mass >= _MINVAL) & use
     # full side lengths of the equivalent inertia box
     box = jp.stack([inertia[:, 1] + inertia[:, 2] - inertia[:, 0],
                     inertia[:, 0] + inertia[:, 2] - inertia[:, 1],
@@ -211,6 +202,7 @@ def _ellipsoid_fluid(m: Model, d: Data, geoms: np.ndarray) -> jax.Array:
     """Ellipsoid fluid model (seed fluid chapter, "Ellipsoid model"), one row per geom."""
     rho, beta = m.opt.density, m.opt.viscosity
     prm = m.geom_fluid[geoms]
+    # coef (geom_fluid[0]) is 1 on ellipsoid-model geoms and 0 elsewhere, zeroing their rows
     coef, blunt, slender, angular, kutta, magnus = (prm[:, i] for i in range(6))
     vmass, vinertia = prm[:, 6:9], prm[:, 9:12]
     s = geom_semiaxes(m)[geoms]
@@ -240,7 +232,7 @@ def _ellipsoid_fluid(m: Model, d: Data, geoms: np.ndarray) -> jax.Array:
     a_proj = jp.pi * jp.where(ratio > 0, jp.sqrt(jp.where(ratio > 0, ratio, 1.0)), 0.0)
     speed = _safe_norm(v)
     # normal of the cross-section whose projection is a_proj
-    normal = prod * v / s
+    normal = prod * v / jp.where(s > 0, s, 1.0)
     nnorm = _safe_norm(normal)
     cos_alpha = jp.sum(normal * v, axis=1) / jp.maximum(_MINVAL, speed * nnorm)
     nhat = normal / jp.where(nnorm > _MINVAL, nnorm, 1.0)[:, None]
@@ -266,19 +258,20 @@ def _ellipsoid_fluid(m: Model, d: Data, geoms: np.ndarray) -> jax.Array:
 def fluid(m: Model, d: Data) -> jax.Array:
     """qfrc_fluid: the ellipsoid model on geoms with fluidshape, inertia box on other bodies.
 
-    Which model a body uses is structural (geom_fluid[:, 0] > 0 is set by ``fluidshape``), so it is
-    read from the model's concrete values.
+    geom_fluid is traced, so both models are evaluated and masked: a body with any ellipsoid
+    geom (geom_fluid[:, 0] > 0) does not use the inertia-box model.
     """
-    interact = np.asarray(m.geom_fluid)[:, 0] > 0 if m.ngeom else np.zeros(0, bool)
-    ell_body = np.zeros(m.nbody, bool)
-    ell_body[np.asarray(m.geom_bodyid)[interact]] = True
-    box_bodies = np.nonzero(~ell_body)[0]
-    box_bodies = box_bodies[box_bodies > 0]
     qfrc = jp.zeros(m.nv, dtype=d.qvel.dtype)
-    if box_bodies.size:
-        qfrc = qfrc + _inertia_box_fluid(m, d, box_bodies)
-    if interact.any():
-        qfrc = qfrc + _ellipsoid_fluid(m, d, np.nonzero(interact)[0])
+    bodies = np.arange(1, m.nbody)
+    if not bodies.size:
+        return qfrc
+    interact = m.geom_fluid[:, 0] > 0 if m.ngeom else jp.zeros(0, bool)
+    ell_body = jax.ops.segment_max(interact.astype(jp.int32), np.asarray(m.geom_bodyid),
+                                   num_segments=m.nbody) > 0 if m.ngeom else jp.zeros(m.nbody, bool)
+    qfrc = qfrc + _inertia_box_fluid(m, d, bodies, ~ell_body[bodies])
+    geoms = np.nonzero(np.asarray(m.geom_bodyid) > 0)[0]
+    if geoms.size:
+        qfrc = qfrc + _ellipsoid_fluid(m, d, geoms)
     return qfrc
 
 

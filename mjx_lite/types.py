@@ -319,12 +319,11 @@ class Option(PyTreeNode):
 class Statistic(PyTreeNode):
     """Model statistics (mjStatistic); meaninertia scales the solver's tolerance.
 
-    ``meansize`` (a visual heuristic of average body radius) is not carried."""
+    ``meansize``, ``extent`` and ``center`` (heuristics used to place the free camera and scale
+    decorations) are not carried."""
 
     meaninertia: jax.Array
     meanmass: jax.Array
-    extent: jax.Array
-    center: jax.Array  # (3,)
 
 
 class Model(PyTreeNode):
@@ -336,7 +335,6 @@ class Model(PyTreeNode):
     nu: int
     na: int
     nbody: int
-    nbvh: int
     njnt: int
     ngeom: int
     nsite: int

@@ -25,7 +25,7 @@ QUATERNIONS = {"body_quat", "geom_quat", "site_quat", "cam_quat", "mesh_quat"}
 # Derived from mesh geometry when the geom or body uses a mesh: compared at RTOL_MESH there.
 MESH_DEPENDENT = {"geom_size", "geom_pos", "geom_quat", "geom_aabb", "geom_rbound", "body_mass",
                   "body_inertia", "body_ipos", "body_iquat", "body_subtreemass", "stat.meanmass",
-                  "stat.meansize", "stat.extent", "stat.center", "stat.meaninertia",
+                  "stat.meaninertia",
                   "dof_invweight0", "body_invweight0", "dof_M0", "actuator_acc0",
                   "tendon_invweight0", "geom_fluid"}
 _NOT_IN_MJMODEL = {"names", "body_depth", "dof_depth", "signature", "numeric_data", "text_data"}

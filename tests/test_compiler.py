@@ -7,10 +7,11 @@ import pathlib
 import mujoco
 import numpy as np
 import pytest
-from conftest import GYM_ASSETS, MJX_TEST_DATA, MODELS_DIR
 from model_parity import carried_fields, compare_model, failures, listed_fields
 
 import mjx_lite
+
+from conftest import GYM_ASSETS, MJX_TEST_DATA, MODELS_DIR
 
 # A small but feature-dense CI-tier set; the acceptance tier runs every model.
 CI_MODELS = [GYM_ASSETS / "ant.xml", GYM_ASSETS / "humanoid.xml", GYM_ASSETS / "half_cheetah.xml",

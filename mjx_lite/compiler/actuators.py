@@ -437,6 +437,8 @@ def build_actuators(ctx: Context) -> dict:
                 raise el.error("setting delay > 0 without a history buffer (nsample)")
             raise el.error("unsupported: actuator history buffers (nsample, delay) are not "
                            "implemented by mjx_lite")
+        if rec.spec and rec.gaintype in (GainType.MUSCLE, GainType.USER):
+            raise el.error("input is not available for muscle and user gains")
         trntype, target, ref = _transmission(ctx, rec, el)
         out["actuator_trntype"][i] = trntype
         out["actuator_trnid"][i] = (target, ref)

@@ -301,7 +301,6 @@ class TreeBuilder:
                               el=el))
 
     def _camera(self, el: Element, body_id: int, frame: _Local) -> None:
-        ctx = self.ctx
         local = self._placement(el)
         placed = frame.compose(local.pos, local.quat)
         self.cam.append(dict(
@@ -309,15 +308,11 @@ class TreeBuilder:
             target=el.get("target"), pos=placed.pos, quat=placed.quat,
             fovy=el.get("fovy", 45.0), ipd=el.get("ipd", 0.068),
             resolution=np.asarray(el.get("resolution", np.array([1, 1]))),
-            sensorsize=el.vec("sensorsize", (0, 0)), user=el.get("user"),
+            user=el.get("user"),
             projection=1 if el.get("projection", "perspective") == "orthographic" else 0,
-            focal=el.vec("focal", (0, 0)), focalpixel=el.vec("focalpixel", (0, 0)),
-            principal=el.vec("principal", (0, 0)),
-            principalpixel=el.vec("principalpixel", (0, 0)),
         ))
 
     def _light(self, el: Element, body_id: int, frame: _Local) -> None:
-        ctx = self.ctx
         pos = frame.pos + quat_rotate(frame.quat, el.vec("pos", (0, 0, 0)))
         direction = quat_rotate(frame.quat, el.vec("dir", (0, 0, -1)))
         norm = np.linalg.norm(direction)

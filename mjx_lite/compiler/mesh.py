@@ -27,7 +27,7 @@ from mjx_lite.errors import MJCFError
 _MINVAL = 1e-15  # mjMINVAL
 _EPS = 1e-14  # mjEPS
 _EIG_EPS = 1e-12  # Jacobi tolerance of the compiler's 3x3 eigensolver
-_EIG_CEPS = 2e-14
+_EIG_REL = 9.05e-8
 _STL_MAXFACE = 200000
 INERTIA_TYPES = ("convex", "exact", "legacy", "shell")
 
@@ -392,7 +392,7 @@ def eig3(mat) -> tuple[np.ndarray, np.ndarray]:
         else:
             rk, ck, rotk = 1, 2, 0
         off = d[3 * rk + ck]
-        if abs(off) < _EIG_EPS:
+        if abs(off) < _EIG_REL * max(abs(d[0]), abs(d[4]), abs(d[8])):
             break
         tau = (d[4 * ck] - d[4 * rk]) / (2 * off)
         if tau >= 0:
@@ -400,8 +400,6 @@ def eig3(mat) -> tuple[np.ndarray, np.ndarray]:
         else:
             t = -1.0 / (-tau + (1 + tau * tau) ** 0.5)
         c = 1.0 / (1 + t * t) ** 0.5
-        if c > 1.0 - _EIG_CEPS:
-            break
         # the Givens rotation in the (rk, ck) plane, as a quaternion about axis rotk
         s = abs(t) * c / (2 * (1 + c)) ** 0.5
         half = -s if tau >= 0 else s
@@ -412,9 +410,10 @@ def eig3(mat) -> tuple[np.ndarray, np.ndarray]:
         step[0] = (1.0 - half * half) ** 0.5
         quat = _normvec(_mulquat(quat, _normvec(step)))
     # bubble sort (0, 1, 0) into decreasing order, each swap a quarter turn about the third axis
+    tol = _EIG_EPS * max(abs(x) for x in eigval)
     for j in range(3):
         j1 = j % 2
-        if eigval[j1] + _EIG_EPS < eigval[j1 + 1]:
+        if eigval[j1] + tol < eigval[j1 + 1]:
             eigval[j1], eigval[j1 + 1] = eigval[j1 + 1], eigval[j1]
             step = [0.707106781186548, 0.0, 0.0, 0.0]
             step[(j1 + 2) % 3 + 1] = step[0]
@@ -438,7 +437,9 @@ def _triangles(v: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
 
 
 def _hull(vert: np.ndarray, maxhullvert: int, where: str):
-    opts = "Qt" if maxhullvert < 0 else f"Qt TA{maxhullvert - 4}"
+    # qhull's TA counts vertices added after the initial simplex; MuJoCo 4.0 adds Q9 (furthest
+    # of the furthest points) for coarse hulls, which picks different vertices than 3.x did
+    opts = "Qt" if maxhullvert < 0 else f"Qt Q9 TA{maxhullvert - 4}"
     try:
         hull = ConvexHull(vert, qhull_options=opts)
     except (QhullError, ValueError) as e:
@@ -682,8 +683,6 @@ def fit_primitive(
       size: (3,) geom_size.
       pos: (3,) offset in the asset frame: the geom's pos becomes pos + R(geom quat) @ offset.
       quat: (4,) mesh_quat: the geom's quat becomes geom quat * quat.
-      With fitaabb the bounding-box centre (principal-frame coordinates) is added to mesh_pos
-      without rotating it, exactly as MuJoCo 4.0 does.
     """
     out = np.zeros(3) if size is None else np.asarray(size, np.float64).copy()
     pos = mesh.pos.copy()
@@ -702,25 +701,22 @@ def fit_primitive(
         else:
             raise MJCFError(f"invalid geom type {geom_type} in fitting mesh")
     else:
+        # MuJoCo 4.0 fits every primitive to the bounding box itself (3.x measured vertex
+        # distances for spheres, capsules and cylinders) and places it at the box centre
         lo, hi = mesh.aamm[:3], mesh.aamm[3:]
         cen = (lo + hi) / 2
-        pos = pos + cen
-        v = mesh.vert64
+        half = hi - cen
+        pos = pos + _matvec(_quat2mat(mesh.quat), cen[None])[0]
         if geom_type == _SPHERE:
-            out[0] = np.sqrt(((v - cen) ** 2).sum(1)).max()
-        elif geom_type in (_CAPSULE, _CYLINDER):
-            rxy = np.sqrt(((v[:, :2] - cen[:2]) ** 2).sum(1))
-            dz = np.abs(v[:, 2] - cen[2])
-            out[0] = rxy.max()
-            if geom_type == _CYLINDER:
-                out[1] = dz.max()
-            else:
-                # half-length so that the spherical caps still cover every vertex
-                with np.errstate(invalid="ignore"):
-                    h = out[0] * np.sin(np.arccos(np.clip(rxy / out[0], -1, 1)))
-                out[1] = max(0.0, (dz - h).max())
+            out[0] = half.max()
+        elif geom_type == _CAPSULE:
+            out[0] = max(half[0], half[1])
+            out[1] = max(0.0, half[2] - out[0])
+        elif geom_type == _CYLINDER:
+            out[0] = max(half[0], half[1])
+            out[1] = half[2]
         elif geom_type in (_ELLIPSOID, _BOX):
-            out[:] = hi - cen
+            out[:] = half
         else:
             raise MJCFError(f"invalid geom type {geom_type} in fitting mesh")
     return out * fitscale, pos, mesh.quat.copy()

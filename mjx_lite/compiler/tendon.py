@@ -12,6 +12,7 @@ import numpy as np
 
 from mjx_lite.compiler.actuators import user_array
 from mjx_lite.compiler.context import Context
+from mjx_lite.compiler.frames import quat_rotate
 from mjx_lite.types import GeomType, JointType, WrapType
 
 _SOLREF = (0.02, 1.0)
@@ -145,6 +146,20 @@ def build_tendons(ctx: Context) -> dict:
     return out
 
 
+def site_xpos0(ctx: Context) -> np.ndarray:
+    """(nsite, 3) site world positions at qpos0, from the tree pass or its body poses."""
+    f = ctx.fields
+    if "site_xpos0" in f:
+        return np.asarray(f["site_xpos0"], dtype=float)
+    bodies = np.asarray(f["site_bodyid"])
+    out = np.zeros((len(bodies), 3))
+    for s, b in enumerate(bodies):
+        out[s] = f["body_xpos0"][b] + quat_rotate(np.asarray(f["body_xquat0"][b], float),
+                                                  np.asarray(f["site_pos"][s], float))
+    f["site_xpos0"] = out
+    return out
+
+
 def _straight(el) -> bool:
     return all(c.tag != "geom" for c in el.children)
 
@@ -169,7 +184,7 @@ def _spatial(ctx: Context, el, bodies, wrap_type, wrap_objid, wrap_prm) -> tuple
             wrap_type.append(WrapType.SITE)
             wrap_objid.append(sid)
             wrap_prm.append(0.0)
-            pos = np.asarray(f["site_xpos0"][sid], dtype=float)
+            pos = site_xpos0(ctx)[sid]
             if prev is not None:
                 length += np.linalg.norm(pos - prev) / divisor
             prev = pos

@@ -1,0 +1,362 @@
+"""Forward dynamics stages, integrators, forward and step (seed 002, "Simulation pipeline",
+"Forward dynamics" and "Numerical integration").
+
+``forward`` runs the stages in MuJoCo's order; ``step`` = integrate(forward). Constraints are
+not solved yet: ``constraint_solve`` is the hook the solver replaces (qacc = qacc_smooth).
+Integrators (MuJoCo 4.0):
+  * Euler: semi-implicit, with joint damping (dof and actuator ``damping`` polynomials at joint
+    targets) implicit unless ``eulerdamp`` is disabled;
+  * implicit: (M - h dF/dv) with the derivatives of actuator, passive and RNE forces, restricted
+    to M's sparsity, solved with LU;
+  * implicitfast: the same without RNE, symmetrized; 4.0 reinstates the exact (RNE included,
+    unsymmetrized) block of standalone free bodies;
+  * RK4: the classical tableau; its 3 extra forward passes run in one ``lax.scan``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite import math, smooth, tree
+from mjx_lite.actuator import clamped_ctrl, disabled_actuators, fwd_actuation, next_act
+from mjx_lite.passive import apply_ft, fluid, passive
+from mjx_lite.types import (
+    BiasType,
+    Data,
+    DisableBit,
+    DynType,
+    GainType,
+    IntegratorType,
+    JointType,
+    Model,
+    TrnType,
+)
+
+__all__ = [
+    "constraint_solve", "forward", "fwd_acceleration", "fwd_actuation", "fwd_position",
+    "fwd_velocity", "integrate_pos", "inverse", "step",
+]
+
+
+def fwd_position(m: Model, d: Data) -> Data:
+    """Position-dependent stages: kinematics, com, tendons, inertia and factor, transmission."""
+    d = smooth.kinematics(m, d)
+    d = smooth.com_pos(m, d)
+    d = smooth.tendon(m, d)
+    d = smooth.crb(m, d)
+    d = smooth.factor_m(m, d)
+    return smooth.transmission(m, d)
+
+
+def fwd_velocity(m: Model, d: Data) -> Data:
+    """Velocity-dependent stages: tendon/actuator velocities, cvel, passive forces, qfrc_bias."""
+    d = smooth.tendon_velocity(m, d)
+    d = smooth.actuator_velocity(m, d)
+    d = smooth.com_vel(m, d)
+    d = passive(m, d)
+    return smooth.rne(m, d)
+
+
+def xfrc_accumulate(m: Model, d: Data) -> jax.Array:
+    """xfrc_applied (force, torque at each body's com) mapped to joint space."""
+    bodies = np.arange(1, m.nbody)
+    if not bodies.size:
+        return jp.zeros(m.nv, dtype=d.qvel.dtype)
+    x = d.xfrc_applied[bodies]
+    return apply_ft(m, d, x[:, :3], x[:, 3:], d.xipos[bodies], bodies)
+
+
+def fwd_acceleration(m: Model, d: Data) -> Data:
+    """qfrc_smooth (passive - bias + applied + actuator + mapped xfrc) and qacc_smooth."""
+    qfrc = (d.qfrc_passive - d.qfrc_bias + d.qfrc_applied + d.qfrc_actuator
+            + xfrc_accumulate(m, d))
+    return d.replace(qfrc_smooth=qfrc, qacc_smooth=smooth.solve_m(m, d, qfrc))
+
+
+def constraint_solve(m: Model, d: Data) -> Data:
+    """Hook for the constraint solver: without constraints qacc = qacc_smooth."""
+    return d.replace(qacc=d.qacc_smooth,
+                     qfrc_constraint=jp.zeros(m.nv, dtype=d.qvel.dtype))
+
+
+def forward(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") -> Data:
+    """Forward dynamics (mj_forward): every stage up to qacc.
+
+    ``loop`` and ``adjoint`` select the constraint solver's iteration and backward modes; they
+    have no effect until the solver replaces ``constraint_solve``.
+    """
+    del loop, adjoint  # consumed by the solver once it exists
+    d = fwd_position(m, d)
+    d = fwd_velocity(m, d)
+    d = fwd_actuation(m, d)
+    d = fwd_acceleration(m, d)
+    return constraint_solve(m, d)
+
+
+# ------------------------------------------------------------------------------------------
+# integration
+
+
+def integrate_pos(m: Model, qpos: jax.Array, qvel: jax.Array, h) -> jax.Array:
+    """qpos advanced by qvel over h, quaternions on the sphere (mj_integratePos)."""
+    jtype = np.asarray(m.jnt_type)
+    qadr, vadr = np.asarray(m.jnt_qposadr), np.asarray(m.jnt_dofadr)
+    scalar = np.isin(jtype, (JointType.HINGE, JointType.SLIDE))
+    if scalar.any():
+        qpos = qpos.at[qadr[scalar]].add(h * qvel[vadr[scalar]])
+    free = jtype == JointType.FREE
+    if free.any():
+        qi = qadr[free][:, None] + np.arange(3)
+        qpos = qpos.at[qi].add(h * qvel[vadr[free][:, None] + np.arange(3)])
+    for kind, qoff, voff in ((JointType.BALL, 0, 0), (JointType.FREE, 3, 3)):
+        sel = jtype == kind
+        if sel.any():
+            qi = qadr[sel][:, None] + qoff + np.arange(4)
+            vi = vadr[sel][:, None] + voff + np.arange(3)
+            qpos = qpos.at[qi].set(math.quat_integrate(qpos[qi], qvel[vi], h))
+    return qpos
+
+
+def _advance_act(m: Model, act, act_dot, h):
+    """act after one step (mj_advance): filterexact exactly, then actrange clamping."""
+    if not m.na or m.opt.disableflags & DisableBit.ACTUATION:
+        return act
+    adr = np.asarray(m.actuator_actadr)
+    num = np.asarray(m.actuator_actnum)
+    # group-disabled actuators keep their activation
+    idx = np.nonzero((num > 0) & ~disabled_actuators(m))[0]
+    if not idx.size:
+        return act
+    # actuators with several activations are not produced by this compiler (DCMOTOR/PID)
+    last = (adr + num - 1)[idx]
+    return act.at[last].set(next_act(m, act[last], act_dot[last], h, idx))
+
+
+def _advance(m: Model, d: Data, act_dot, qacc, qvel=None) -> Data:
+    """Integrates act, then qvel, then qpos with the new (or the given) velocity; time += h."""
+    h = m.opt.timestep
+    act = _advance_act(m, d.act, act_dot, h)
+    new_qvel = d.qvel + h * qacc
+    qpos = integrate_pos(m, d.qpos, new_qvel if qvel is None else qvel, h)
+    return d.replace(act=act, qvel=new_qvel, qpos=qpos, time=d.time + h)
+
+
+def _euler_damping(m: Model, d: Data) -> jax.Array:
+    """(nv,) derivative of joint-level damping forces: dof and actuator polynomial dampers."""
+    v = d.qvel
+    poly = m.dof_dampingpoly
+    diag = m.dof_damping + 2.0 * poly[:, 0] * jp.abs(v) + 3.0 * poly[:, 1] * v * v
+    if m.nu:
+        trn = np.asarray(m.actuator_trntype)
+        tid = np.asarray(m.actuator_trnid)[:, 0]
+        jtype = np.asarray(m.jnt_type)
+        sel = np.nonzero((trn == TrnType.JOINT) & np.isin(
+            jtype[np.clip(tid, 0, None)], (JointType.HINGE, JointType.SLIDE)))[0]
+        if sel.size:
+            dof = np.asarray(m.jnt_dofadr)[tid[sel]]
+            vs = v[dof]
+            p = m.actuator_dampingpoly[sel]
+            dd = m.actuator_damping[sel] + 2.0 * p[:, 0] * jp.abs(vs) + 3.0 * p[:, 1] * vs * vs
+            diag = diag.at[dof].add(m.actuator_gear[sel, 0] ** 2 * dd)
+    return diag
+
+
+def _actuator_vel_deriv(m: Model, d: Data) -> jax.Array:
+    """(nv, nv) d qfrc_actuator / d qvel of affine gain/bias velocity terms (mjd_actuator_vel).
+
+    Muscle velocity dependence is not differentiated (as in MuJoCo); clamped forces contribute
+    nothing.
+    """
+    gtype = np.asarray(m.actuator_gaintype)
+    btype = np.asarray(m.actuator_biastype)
+    dyn = np.asarray(m.actuator_dyntype)
+    adr, num = np.asarray(m.actuator_actadr), np.asarray(m.actuator_actnum)
+    inp = clamped_ctrl(m, d)
+    stateful = np.nonzero((dyn != DynType.NONE) & (num > 0))[0]
+    if stateful.size:
+        last = (adr + num - 1)[stateful]
+        act = d.act[last]
+        early = np.asarray(m.actuator_actearly, dtype=bool)[stateful]
+        if early.any():
+            act = jp.where(early, next_act(m, act, d.act_dot[last], m.opt.timestep, stateful),
+                           act)
+        inp = inp.at[stateful].set(act)
+    dfdv = jp.where(gtype == GainType.AFFINE, m.actuator_gainprm[:, 2] * inp, 0.0)
+    dfdv = dfdv + jp.where(btype == BiasType.AFFINE, m.actuator_biasprm[:, 2], 0.0)
+    lim = np.asarray(m.actuator_forcelimited, dtype=bool)
+    rng = m.actuator_forcerange
+    force = d.actuator_force
+    clamped = lim & ((force <= rng[:, 0]) | (force >= rng[:, 1]))
+    dfdv = jp.where(clamped | disabled_actuators(m), 0.0, dfdv)
+    moment = d.actuator_moment
+    return moment.T @ (dfdv[:, None] * moment)
+
+
+def _passive_vel_deriv(m: Model, d: Data) -> jax.Array:
+    """(nv, nv) d qfrc_passive / d qvel: dampers and fluid forces (mjd_passive_vel)."""
+    deriv = jp.zeros((m.nv, m.nv), dtype=d.qvel.dtype)
+    flags = m.opt.disableflags
+    if flags & DisableBit.SPRING and flags & DisableBit.DAMPER:
+        return deriv
+    if not flags & DisableBit.DAMPER:
+        deriv = deriv - jp.diag(_euler_damping(m, d))
+        if m.ntendon:
+            v = d.ten_velocity
+            p = m.tendon_dampingpoly
+            dt = m.tendon_damping + 2.0 * p[:, 0] * jp.abs(v) + 3.0 * p[:, 1] * v * v
+            if m.nu:
+                trn = np.asarray(m.actuator_trntype)
+                ten = np.nonzero(trn == TrnType.TENDON)[0]
+                if ten.size:
+                    tid = np.asarray(m.actuator_trnid)[ten, 0]
+                    vt = v[tid]
+                    pa = m.actuator_dampingpoly[ten]
+                    da = (m.actuator_damping[ten] + 2.0 * pa[:, 0] * jp.abs(vt)
+                          + 3.0 * pa[:, 1] * vt * vt)
+                    dt = dt.at[tid].add(m.actuator_gear[ten, 0] ** 2 * da)
+            deriv = deriv - d.ten_J.T @ (dt[:, None] * d.ten_J)
+
+    def qfrc_fluid(qvel):
+        dv = smooth.com_vel(m, d.replace(qvel=qvel))
+        return fluid(m, dv)
+
+    deriv = deriv + jax.jacfwd(qfrc_fluid)(d.qvel)
+    return deriv
+
+
+def _rne_vel_deriv(m: Model, d: Data) -> jax.Array:
+    """(nv, nv) d qfrc_bias / d qvel (mjd_rne_vel), by forward-mode AD of com_vel + rne."""
+
+    def bias(qvel):
+        dv = smooth.com_vel(m, d.replace(qvel=qvel))
+        return smooth.rne(m, dv).qfrc_bias
+
+    return jax.jacfwd(bias)(d.qvel)
+
+
+def _m_sparsity(m: Model) -> np.ndarray:
+    anc = tree.dof_ancestors(m)
+    return anc | anc.T
+
+
+def _standalone_free_dofs(m: Model) -> np.ndarray:
+    """(nv,) static mask of the dofs of free bodies without jointed descendants."""
+    out = np.zeros(m.nv, dtype=bool)
+    jtype = np.asarray(m.jnt_type)
+    parent = np.asarray(m.body_parentid)
+    dofnum = np.asarray(m.body_dofnum)
+    has_dof_desc = np.zeros(m.nbody, dtype=bool)
+    for b in range(m.nbody - 1, 0, -1):
+        if dofnum[b] > 0 or has_dof_desc[b]:
+            has_dof_desc[parent[b]] |= True
+    for j in np.nonzero(jtype == JointType.FREE)[0]:
+        b = int(np.asarray(m.jnt_bodyid)[j])
+        if not has_dof_desc[b] and np.asarray(m.body_jntnum)[b] == 1:
+            adr = int(np.asarray(m.jnt_dofadr)[j])
+            out[adr:adr + 6] = True
+    return out
+
+
+def _implicit_qacc(m: Model, d: Data) -> jax.Array:
+    """Implicit-in-velocity acceleration (M - h dF/dv)^-1 (qfrc_smooth + qfrc_constraint)."""
+    h = m.opt.timestep
+    passive_act = _passive_vel_deriv(m, d)
+    if m.nu and not m.opt.disableflags & DisableBit.ACTUATION:
+        passive_act = passive_act + _actuator_vel_deriv(m, d)
+    rne = _rne_vel_deriv(m, d)
+    sparse = _m_sparsity(m)
+    if m.opt.integrator == IntegratorType.IMPLICIT:
+        deriv = passive_act - rne
+    else:
+        deriv = 0.5 * (passive_act + passive_act.T)
+        free = _standalone_free_dofs(m)
+        if free.any():
+            # 4.0: standalone free bodies keep their exact (unsymmetrized, gyroscopic) block
+            block = free[:, None] & free[None, :] & sparse
+            deriv = jp.where(block, passive_act - rne, deriv)
+    qh = d.qM - h * jp.where(sparse, deriv, 0.0)
+    return jp.linalg.solve(qh, d.qfrc_smooth + d.qfrc_constraint)
+
+
+def _euler_qacc(m: Model, d: Data) -> jax.Array:
+    if m.opt.disableflags & DisableBit.EULERDAMP or m.opt.disableflags & DisableBit.DAMPER:
+        return d.qacc
+    qh = d.qM + m.opt.timestep * jp.diag(_euler_damping(m, d))
+    c = jax.scipy.linalg.cho_factor(qh)
+    return jax.scipy.linalg.cho_solve(c, d.qfrc_smooth + d.qfrc_constraint)
+
+
+_RK4_A = ((0.5, 0.0, 0.0), (0.0, 0.5, 0.0), (0.0, 0.0, 1.0))
+_RK4_B = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
+
+
+def _rk4(m: Model, d: Data, loop: str, adjoint: str) -> Data:
+    """Classical RK4 (mj_RungeKutta). Data is left from the last stage's forward pass, with
+    the state (qpos, qvel, act, time) advanced from the initial one."""
+    h = m.opt.timestep
+    a = np.array(_RK4_A)
+    c = a.sum(axis=1)
+    x0 = d
+    vel = [d.qvel]
+    acc = [d.qacc]
+    actd = [d.act_dot]
+
+    def stage(carry, i):
+        vels, accs, actds = carry  # (4, nv), (4, nv), (4, na); rows > i are zero
+        coef = jp.asarray(a)[i]  # weights of the stages before i + 1
+        dvel = coef @ vels[:3]
+        dacc = coef @ accs[:3]
+        dact = coef @ actds[:3]
+        di = x0.replace(
+            qpos=integrate_pos(m, x0.qpos, dvel, h),
+            qvel=x0.qvel + h * dacc,
+            act=x0.act + h * dact,
+            time=x0.time + jp.asarray(c)[i] * h,
+        )
+        di = forward(m, di, loop=loop, adjoint=adjoint)
+        vels = vels.at[i + 1].set(di.qvel)
+        accs = accs.at[i + 1].set(di.qacc)
+        actds = actds.at[i + 1].set(di.act_dot)
+        return (vels, accs, actds), di
+
+    zeros = lambda x: jp.zeros((4,) + x.shape, x.dtype).at[0].set(x)  # noqa: E731
+    init = (zeros(vel[0]), zeros(acc[0]), zeros(actd[0]))
+    (vels, accs, actds), stages = jax.lax.scan(stage, init, jp.arange(3))
+    last = jax.tree.map(lambda x: x[-1], stages)
+    b = jp.asarray(_RK4_B)
+    dvel, dacc, dact = b @ vels, b @ accs, b @ actds
+    # restore the initial state, then advance it with the weighted derivatives
+    last = last.replace(qpos=x0.qpos, qvel=x0.qvel, act=x0.act, time=x0.time,
+                        qacc_warmstart=x0.qacc)
+    return _advance(m, last, dact, dacc, dvel)
+
+
+def integrate(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") -> Data:
+    """Advances a forward-computed Data by one timestep with m.opt.integrator."""
+    integ = m.opt.integrator
+    if integ == IntegratorType.RK4:
+        return _rk4(m, d, loop, adjoint)
+    d = d.replace(qacc_warmstart=d.qacc)
+    if integ == IntegratorType.EULER:
+        qacc = _euler_qacc(m, d)
+    elif integ in (IntegratorType.IMPLICIT, IntegratorType.IMPLICITFAST):
+        qacc = _implicit_qacc(m, d)
+    else:
+        raise NotImplementedError(f"integrator {integ!r} is not supported")
+    return _advance(m, d, d.act_dot, qacc)
+
+
+def step(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") -> Data:
+    """One simulation step (mj_step): forward, then integrate."""
+    return integrate(m, forward(m, d, loop=loop, adjoint=adjoint), loop=loop, adjoint=adjoint)
+
+
+def inverse(m: Model, d: Data) -> Data:
+    """Inverse dynamics of the smooth part (mj_inverse without constraints):
+    qfrc_inverse = M qacc + qfrc_bias - qfrc_passive - qfrc_constraint."""
+    d = fwd_position(m, d)
+    d = fwd_velocity(m, d)
+    qfrc = smooth.mul_m(m, d, d.qacc) + d.qfrc_bias - d.qfrc_passive
+    return d.replace(qfrc_inverse=qfrc - d.qfrc_constraint)
