@@ -111,6 +111,8 @@ def data_from_mujoco(mjm, mjd, m: Model | None = None) -> Data:
     values = {}
     for name in d.fields():
         ref = getattr(d, name)
+        if name in ("contact", "ncon"):
+            continue  # contacts keep their static slots; run collision.collision to fill
         if name == "qM":
             full = np.zeros((mjm.nv, mjm.nv))
             mujoco.mj_fullM(mjm, mjd, full)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite.collision.driver import contact_budget
+from mjx_lite.collision.types import Contact
+from mjx_lite.constraint import nefc_budget
 from mjx_lite.types import Data, Model
 
 _N_WARNING = 8
@@ -19,6 +22,7 @@ def make_data(m: Model) -> Data:
     mocap_pos = jp.asarray(m.body_pos)[mocap_bodies].reshape(m.nmocap, 3)
     mocap_quat = jp.asarray(m.body_quat)[mocap_bodies].reshape(m.nmocap, 4)
     nb, nv = m.nbody, m.nv
+    nefc = nefc_budget(m, contact_budget(m))
     return Data(
         time=jp.zeros((), dtype=float),
         qpos=jp.asarray(m.qpos0, dtype=float),
@@ -65,6 +69,8 @@ def make_data(m: Model) -> Data:
         qM=zeros(nv, nv),
         qLD=zeros(nv, nv),
         qLDiagInv=zeros(nv),
+        ncon=jp.zeros((), dtype=jp.int32),
+        contact=Contact.zeros(contact_budget(m), float),
         ten_velocity=zeros(m.ntendon),
         actuator_velocity=zeros(m.nu),
         cvel=zeros(nb, 6),
@@ -89,4 +95,20 @@ def make_data(m: Model) -> Data:
         energy=zeros(2),
         solver_niter=jp.zeros((), dtype=jp.int32),
         warning_count=jp.zeros(_N_WARNING, dtype=jp.int32),
+        # constraint rows: the static budget of constraint.nefc_budget (contact slots included)
+        efc_type=jp.zeros(nefc, dtype=jp.int32),
+        efc_id=jp.zeros(nefc, dtype=jp.int32),
+        efc_J=zeros(nefc, nv),
+        efc_pos=zeros(nefc),
+        efc_margin=zeros(nefc),
+        efc_frictionloss=zeros(nefc),
+        efc_diagA=zeros(nefc),
+        efc_KBIP=zeros(nefc, 4),
+        efc_D=zeros(nefc),
+        efc_R=jp.ones(nefc, dtype=float),
+        efc_vel=zeros(nefc),
+        efc_aref=zeros(nefc),
+        efc_force=zeros(nefc),
+        efc_state=jp.zeros(nefc, dtype=jp.int32),
+        efc_active=jp.zeros(nefc, dtype=bool),
     )

@@ -134,10 +134,11 @@ def mat_to_quat(mat: jax.Array) -> jax.Array:
         ],
         axis=-2,
     )
-    best = jp.argmax(jp.stack([tr, m00, m11, m22], -1), axis=-1)
+    # MuJoCo's choice (and so its sign): the trace form when the trace is positive, else the
+    # form of the largest diagonal element
+    best = jp.where(tr > 0, 0, 1 + jp.argmax(jp.stack([m00, m11, m22], -1), axis=-1))
     q = jp.take_along_axis(cands, best[..., None, None], axis=-2)[..., 0, :]
-    q = quat_normalize(q)
-    return q * jp.where(q[..., :1] < 0, -1.0, 1.0)
+    return quat_normalize(q)
 
 
 def motion_cross(v: jax.Array, u: jax.Array) -> jax.Array:

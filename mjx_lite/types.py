@@ -19,6 +19,7 @@ import enum
 import jax
 import numpy as np
 
+from mjx_lite.collision.types import Contact
 from mjx_lite.dataclasses import PyTreeNode
 
 
@@ -709,6 +710,9 @@ class Data(PyTreeNode):
     qM: jax.Array  # (nv, nv)
     qLD: jax.Array  # (nv, nv) factor of qM (layout chosen by smooth.factor_m)
     qLDiagInv: jax.Array  # (nv,)
+    # collision (static slot budget: collision.driver.contact_budget; see Contact)
+    ncon: jax.Array  # () int, number of valid contact slots
+    contact: Contact  # (ncon_slots,) fields
     # velocity-dependent
     ten_velocity: jax.Array  # (ntendon,)
     actuator_velocity: jax.Array  # (nu,)
@@ -735,3 +739,21 @@ class Data(PyTreeNode):
     energy: jax.Array  # (2,)
     solver_niter: jax.Array  # () int
     warning_count: jax.Array  # (8,) int, indexed by mjtWarning
+    # constraint rows (constraint.py): a static budget of nefc rows, MuJoCo's order (equality,
+    # friction loss, limit, contact); rows MuJoCo would not create have efc_active False and
+    # zero J and D. efc_active is not in mjData: compacting by it gives MuJoCo's efc arrays.
+    efc_type: jax.Array  # (nefc,) int mjtConstraint
+    efc_id: jax.Array  # (nefc,) int id of the element (contact slot for contacts)
+    efc_J: jax.Array  # (nefc, nv) dense
+    efc_pos: jax.Array  # (nefc,)
+    efc_margin: jax.Array  # (nefc,)
+    efc_frictionloss: jax.Array  # (nefc,)
+    efc_diagA: jax.Array  # (nefc,) diagonal approximation of A (after impedance adjustment)
+    efc_KBIP: jax.Array  # (nefc, 4) stiffness, damping, impedance, impedance derivative
+    efc_D: jax.Array  # (nefc,) 1 / R (0 for inactive rows)
+    efc_R: jax.Array  # (nefc,)
+    efc_vel: jax.Array  # (nefc,) J qvel
+    efc_aref: jax.Array  # (nefc,) reference acceleration
+    efc_force: jax.Array  # (nefc,)
+    efc_state: jax.Array  # (nefc,) int mjtConstraintState
+    efc_active: jax.Array  # (nefc,) bool

@@ -533,3 +533,34 @@ def test_load_model_element_fields(loaded, compiled, name):
             if hasattr(m, k) and k not in pending and k not in _NOT_MJMODEL}
     assert _compare({k: np.asarray(v) if not isinstance(v, int) else v
                      for k, v in ours.items()}, mjm) > 5
+
+
+@pytest.mark.parametrize("options, pending", [
+    ('<lengthrange uselimit="true"/>', False),
+    ('<lengthrange mode="none"/>', False),
+    ('<lengthrange mode="all" uselimit="true"/>', False),
+    ('<lengthrange mode="muscleuser" uselimit="true"/>', False),
+    ("", True),
+])
+def test_lengthrange_from_limits(options, pending):
+    """compiler/lengthrange: useexisting keeps a given range, uselimit copies the target's
+    limits; anything else needs the compile-time simulation (pending for set_const)."""
+    xml = f"""<mujoco><compiler>{options}</compiler>{_TREE}
+      <tendon><fixed name="t" range="-.5 .7"><joint joint="hinge" coef="2"/></fixed>
+        <spatial name="sp" range="0 3"><site site="sa"/><site site="sc"/></spatial></tendon>
+      <actuator><muscle joint="hinge" gear="2"/><muscle tendon="t"/>
+        <position joint="hinge"/><motor joint="hinge" lengthrange=".1 .2"/>
+        <muscle tendon="sp"/><general joint="hinge" gaintype="user"/></actuator></mujoco>"""
+    mjm, fields, pend, _ = _run_passes(xml)
+    assert ("actuator_lengthrange" in pend) == pending
+    if not pending:
+        assert_close("actuator_lengthrange", fields["actuator_lengthrange"],
+                     mjm.actuator_lengthrange, RTOL)
+
+
+def test_size_nkey_allocates_default_keys():
+    xml = f"""<mujoco><size nkey="3"/>{_TREE}<keyframe><key qpos="1"/></keyframe></mujoco>"""
+    mjm, fields, _, _ = _run_passes(xml)
+    assert fields["nkey"] == mjm.nkey == 3
+    for name in ("key_qpos", "key_qvel", "key_mpos", "key_mquat", "key_time"):
+        assert_close(name, fields[name], getattr(mjm, name), RTOL)

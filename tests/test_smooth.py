@@ -164,14 +164,27 @@ class Case:
         return self.run(d)
 
 
+def _dense(values, rownnz, rowadr, colind, nrow, ncol) -> np.ndarray:
+    """MuJoCo 4.0's compressed rows (actuator_moment, ten_J) as a dense array."""
+    out = np.zeros((nrow, ncol))
+    for i in range(nrow):
+        a, n = rowadr[i], rownnz[i]
+        out[i, colind[a:a + n]] = values[a:a + n]
+    return out
+
+
 def _ref_field(case, mjd, name):
     mjm = case.mjm
     if name == "qM":
         full = np.zeros((mjm.nv, mjm.nv))
         mujoco.mj_fullM(mjm, mjd, full)
         return full
-    if name in ("actuator_moment", "ten_J"):
-        return np.asarray(getattr(interop.data_from_mujoco(mjm, mjd, case.m), name))
+    if name == "actuator_moment":
+        return _dense(mjd.actuator_moment, mjd.moment_rownnz, mjd.moment_rowadr,
+                      mjd.moment_colind, mjm.nu, mjm.nv)
+    if name == "ten_J":
+        return _dense(mjd.ten_J, mjm.ten_J_rownnz, mjm.ten_J_rowadr, mjm.ten_J_colind,
+                      mjm.ntendon, mjm.nv)
     value = np.array(getattr(mjd, name))
     if name in ("xmat", "ximat", "geom_xmat", "site_xmat", "cam_xmat"):
         value = value.reshape(-1, 3, 3)
@@ -523,9 +536,9 @@ def test_acceptance_all_models():
             d = case.ours(*s)
             if _spatial_tendons(mjm).any():
                 # spatial tendons belong to mjx_lite.tendon; feed MuJoCo's to transmission
-                ref = interop.data_from_mujoco(mjm, mjd, case.m)
-                d = smooth.transmission(case.m, d.replace(ten_length=ref.ten_length,
-                                                          ten_J=ref.ten_J))
+                d = smooth.transmission(case.m, d.replace(
+                    ten_length=jp.asarray(mjd.ten_length),
+                    ten_J=jp.asarray(_ref_field(case, mjd, "ten_J"))))
             compare(case, d, mjd, ACCEPT_FIELDS, 1e-8, errors, model=label,
                     spatial_given=True)
     out = REPO_ROOT / "tests" / "acceptance" / "smooth.txt"

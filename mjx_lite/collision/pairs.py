@@ -148,10 +148,6 @@ def _structure_key(m: Model) -> bytes:
         h.update(str(a.shape).encode())
         h.update(a.tobytes())
     h.update(str((m.opt.disableflags, m.opt.enableflags)).encode())
-    # has_margin of mesh pairs depends on the margins (mj_maxContact); they are traced
-    # parameters, so the slot count uses their values at model build time
-    h.update(np.asarray(m.geom_margin).tobytes())
-    h.update(np.asarray(m.pair_margin).tobytes())
     return h.digest()
 
 
@@ -165,19 +161,15 @@ def pair_groups(m: Model) -> tuple[PairGroup, ...]:
         return _CACHE[key]
     gtype = np.asarray(m.geom_type)
     multiccd = not (m.opt.disableflags & DisableBit.MULTICCD)
-    gmargin = np.asarray(m.geom_margin)
-    pmargin = np.asarray(m.pair_margin)
     by_key: dict[tuple[int, int], list] = {}
     for g1, g2, ipair in geom_pairs(m):
         by_key.setdefault((int(gtype[g1]), int(gtype[g2])), []).append((g1, g2, ipair))
     groups = []
     for types, rows in sorted(by_key.items()):
         rows = np.asarray(rows, dtype=np.int32).reshape(-1, 3)
-        has_margin = bool(np.any(np.where(rows[:, 2] >= 0, pmargin[rows[:, 2]] if len(pmargin)
-                                          else 0.0, gmargin[rows[:, 0]] + gmargin[rows[:, 1]])
-                                 > 0))
+        # margins are traced, so mesh pairs get MuJoCo's with-margin cap (5), an upper bound
         groups.append(PairGroup(types=types, geom1=rows[:, 0], geom2=rows[:, 1],
                                 ipair=rows[:, 2],
-                                ncon=max_contacts(*types, multiccd, has_margin)))
+                                ncon=max_contacts(*types, multiccd, True)))
     _CACHE[key] = tuple(groups)
     return _CACHE[key]

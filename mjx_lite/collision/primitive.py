@@ -1,6 +1,6 @@
 """Analytic colliders for primitive pairs (Computation chapter, "Collision detection >
-Checking"): plane with sphere, capsule, cylinder and box; sphere with sphere, capsule and
-cylinder; capsule with capsule.
+Checking"): plane with sphere, capsule, cylinder and box; sphere with sphere, capsule,
+cylinder and box; capsule with capsule.
 
 Each collider takes the two geoms' world pose and size and the detection distance
 ``margin`` (margin + gap), and returns a fixed number of candidate contacts, its static
@@ -252,3 +252,28 @@ def capsule_capsule(pos1, mat1, size1, pos2, mat2, size2, margin):
 
 
 capsule_capsule.NCON = 2
+
+
+def sphere_box(pos1, mat1, size1, pos2, mat2, size2, margin):
+    radius = size1[0]
+    center = mat2.T @ (pos1 - pos2)  # sphere center in the box frame
+    clamped = jp.clip(center, -size2, size2)
+    tmp, dist = normalize_mj(clamped - center)
+    valid = dist - radius <= margin
+
+    # center inside the box: push out through the nearest face, depth = face distance + radius
+    faces = jp.stack([-size2, size2], axis=-1).reshape(6) - jp.repeat(center, 2)
+    k = jp.argmin(jp.abs(faces))
+    closest = jp.abs(faces)[k]
+    nearest = jp.zeros(3, pos1.dtype).at[k // 2].set(jp.where(k % 2 == 1, -1.0, 1.0))
+    pos_in = center + nearest * (0.5 * (radius - closest))
+    # outside: midway between the box surface point and the deepest sphere point
+    pos_out = 0.5 * clamped + 0.5 * (center + tmp * radius)
+    inside = dist <= MINVAL
+    pos = mat2 @ jp.where(inside, pos_in, pos_out) + pos2
+    normal = mat2 @ jp.where(inside, nearest, tmp)
+    dist = jp.where(inside, -closest - radius, dist - radius)
+    return _one(dist, pos, normal, valid)
+
+
+sphere_box.NCON = 1

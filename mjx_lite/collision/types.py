@@ -72,7 +72,8 @@ def make_frame(normal: jax.Array, tangent: jax.Array) -> jax.Array:
     """Completes a contact frame from its normal and an optional first tangent (mju_makeFrame).
 
     A tangent shorter than 0.5 counts as unset and is replaced by world y (or world z when the
-    normal is close to y), then made orthogonal to the normal; the third row is their cross.
+    normal is close to y), then made orthogonal to the normal (a tangent parallel to the normal
+    becomes world x, as mju_normalize3 does); the third row is their cross.
 
     Args:
       normal: (..., 3) unit normal.
@@ -80,11 +81,19 @@ def make_frame(normal: jax.Array, tangent: jax.Array) -> jax.Array:
     Returns:
       (..., 3, 3) frame with rows normal, tangent1, tangent2.
     """
-    normal = math.normalize(normal)
+    normal = normalize3(normal)
     unset = math.safe_norm(tangent, keepdims=True) < 0.5
     near_y = jp.abs(normal[..., 1:2]) < 0.5
     ey = jp.zeros_like(normal).at[..., 1].set(1.0)
     ez = jp.zeros_like(normal).at[..., 2].set(1.0)
     t = jp.where(unset, jp.where(near_y, ey, ez), tangent)
-    t = math.normalize(t - normal * jp.sum(normal * t, -1, keepdims=True))
+    t = normalize3(t - normal * jp.sum(normal * t, -1, keepdims=True))
     return jp.stack([normal, t, jp.cross(normal, t)], axis=-2)
+
+
+def normalize3(v: jax.Array) -> jax.Array:
+    """mju_normalize3: v / |v|, and (1, 0, 0) for a vector shorter than MINVAL."""
+    n = math.safe_norm(v, keepdims=True)
+    small = n < math.MINVAL
+    ex = jp.zeros_like(v).at[..., 0].set(1.0)
+    return jp.where(small, ex, v / jp.where(small, 1.0, n))

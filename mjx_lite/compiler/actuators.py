@@ -368,8 +368,7 @@ def _lengthrange(ctx: Context, rec: _Record, trntype: int, target: int) -> tuple
     mode = opts["mode"]
     is_muscle = (rec.gaintype == GainType.MUSCLE or rec.biastype == BiasType.MUSCLE
                  or rec.dyntype == DynType.MUSCLE)
-    is_user = (rec.gaintype == GainType.USER or rec.biastype == BiasType.USER
-               or rec.dyntype == DynType.USER)
+    is_user = rec.gaintype == GainType.USER or rec.biastype == BiasType.USER
     wanted = (mode == "all" or (mode in ("muscle", "muscleuser") and is_muscle)
               or (mode == "muscleuser" and is_user))
     if not wanted:
@@ -378,15 +377,13 @@ def _lengthrange(ctx: Context, rec: _Record, trntype: int, target: int) -> tuple
         return lr, False
     f = ctx.fields
     if opts["uselimit"] == "true":
-        gear = rec.vec["gear"][0]
+        # The target's range is copied as is, gear not applied (measured on MuJoCo 4.0).
         if trntype in (TrnType.JOINT, TrnType.JOINTINPARENT):
             jtype = int(f["jnt_type"][target])
             if f["jnt_limited"][target] and jtype in (2, 3):
-                r = np.asarray(f["jnt_range"][target]) * gear
-                return np.sort(r), False
+                return np.array(f["jnt_range"][target], dtype=float), False
         if trntype == TrnType.TENDON and f["tendon_limited"][target]:
-            r = np.asarray(f["tendon_range"][target]) * gear
-            return np.sort(r), False
+            return np.array(f["tendon_range"][target], dtype=float), False
     return lr, True
 
 
@@ -487,6 +484,8 @@ def build_actuators(ctx: Context) -> dict:
                 what = {"ctrllimited": "control", "forcelimited": "force",
                         "actlimited": "activation"}[flag]
                 raise el.error(f"invalid {what} range {lo:g} {hi:g}")
+        if out["actuator_actlimited"][i] and rec.dyntype == DynType.NONE:
+            raise el.error("actrange specified but dyntype is 'none'")
         if rec.tag in ("damper", "adhesion") and rec.vec["ctrlrange"].min() < 0:
             raise el.error(f"{rec.tag} control range cannot be negative")
 

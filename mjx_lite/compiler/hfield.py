@@ -119,3 +119,17 @@ def compile_hfield(
         if emax - emin > _MINVAL:
             data = data / (emax - emin)
     return HFieldResult(size=size, nrow=nrow, ncol=ncol, data=data.astype(np.float32))
+
+
+def hfield_geom_size(size) -> np.ndarray:
+    """geom_size of a geom using this height field: (radius_x, radius_y, z) with
+    z = elevation_z / 4 + base_z / 2, as MuJoCo 4.0 stores it (not elevation_z itself)."""
+    s = np.asarray(size, np.float64).reshape(4)
+    return np.array([s[0], s[1], 0.25 * s[2] + 0.5 * s[3]])
+
+
+def hfield_geom_aabb(size) -> np.ndarray:
+    """geom_aabb (centre, half-size) of a height-field geom: the box from -base_z to
+    elevation_z over the field's rectangle."""
+    s = np.asarray(size, np.float64).reshape(4)
+    return np.array([0.0, 0.0, (s[2] - s[3]) / 2, s[0], s[1], (s[2] + s[3]) / 2])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from mjx_lite.compiler.context import Context
+from mjx_lite.types import JointType
 
 
 def _fill(el, attr: str, default: np.ndarray) -> np.ndarray:
@@ -36,17 +37,34 @@ def build_keyframes(ctx: Context) -> dict:
     mocap_bodies = mocap_bodies[: int((mocapid >= 0).sum())]
     mpos0 = np.asarray(f["body_pos"], float)[mocap_bodies].reshape(-1)
     mquat0 = np.asarray(f["body_quat"], float)[mocap_bodies].reshape(-1)
+    # size/nkey allocates keyframes; those not written keep the defaults (size/nkey).
     nk = len(keys)
+    for size in ctx.spec.root.find("size"):
+        if size.has("nkey"):
+            nk = max(nk, int(size.get("nkey")))
     out = {
         "key_time": np.zeros(nk), "key_qpos": np.zeros((nk, nq)),
         "key_qvel": np.zeros((nk, nv)), "key_act": np.zeros((nk, na)),
         "key_ctrl": np.zeros((nk, nu)), "key_mpos": np.zeros((nk, mpos0.size)),
         "key_mquat": np.zeros((nk, mquat0.size)),
     }
+    for k in range(len(keys), nk):
+        out["key_qpos"][k] = f["qpos0"]
+        out["key_mpos"][k] = mpos0
+        out["key_mquat"][k] = mquat0
     for k, el in enumerate(keys):
         ctx.register("key", el)
         out["key_time"][k] = el.get("time", 0.0)
-        out["key_qpos"][k] = _fill(el, "qpos", f["qpos0"])
+        qpos = _fill(el, "qpos", f["qpos0"])
+        # Free and ball joint quaternions are normalized, as the compiler does for qpos0.
+        for jtype, adr in zip(f["jnt_type"], f["jnt_qposadr"], strict=True):
+            if jtype in (JointType.FREE, JointType.BALL):
+                start = int(adr) + (3 if jtype == JointType.FREE else 0)
+                norm = np.linalg.norm(qpos[start:start + 4])
+                if norm < 1e-15:
+                    raise el.error("attribute 'qpos' has a zero joint quaternion")
+                qpos[start:start + 4] /= norm
+        out["key_qpos"][k] = qpos
         out["key_qvel"][k] = _fill(el, "qvel", np.zeros(nv))
         out["key_act"][k] = _fill(el, "act", np.zeros(na))
         out["key_ctrl"][k] = _fill(el, "ctrl", np.zeros(nu))

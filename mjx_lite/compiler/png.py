@@ -41,30 +41,37 @@ def _chunks(data: bytes, where: str):
     raise MJCFError(f"{where} PNG file has no IEND chunk")
 
 
-def _paeth_row(cur: np.ndarray, prev: np.ndarray, bpp: int) -> None:
-    # Paeth and Average depend on the already-decoded byte to the left, so they run per byte.
-    a = 0
-    out = cur
+def _paeth_row(cur: np.ndarray, prev: np.ndarray, bpp: int) -> np.ndarray:
+    # Paeth and Average depend on the already-decoded byte to the left, so they run per byte;
+    # plain Python ints on lists are several times faster than numpy scalars here.
+    out = cur.tolist()
+    up = prev.tolist()
     for i in range(len(out)):
-        a = int(out[i - bpp]) if i >= bpp else 0
-        b = int(prev[i])
-        c = int(prev[i - bpp]) if i >= bpp else 0
+        b = up[i]
+        if i >= bpp:
+            a, c = out[i - bpp], up[i - bpp]
+        else:
+            a = c = 0
         p = a + b - c
         pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-        pred = a if (pa <= pb and pa <= pc) else (b if pb <= pc else c)
-        out[i] = (int(out[i]) + pred) & 0xFF
+        out[i] = (out[i] + (a if pa <= pb and pa <= pc else (b if pb <= pc else c))) & 0xFF
+    return np.array(out, np.uint8)
 
 
-def _average_row(cur: np.ndarray, prev: np.ndarray, bpp: int) -> None:
-    for i in range(len(cur)):
-        a = int(cur[i - bpp]) if i >= bpp else 0
-        cur[i] = (int(cur[i]) + ((a + int(prev[i])) >> 1)) & 0xFF
+def _average_row(cur: np.ndarray, prev: np.ndarray, bpp: int) -> np.ndarray:
+    out = cur.tolist()
+    up = prev.tolist()
+    for i in range(len(out)):
+        a = out[i - bpp] if i >= bpp else 0
+        out[i] = (out[i] + ((a + up[i]) >> 1)) & 0xFF
+    return np.array(out, np.uint8)
 
 
 def _unfilter(raw: bytes, height: int, stride: int, bpp: int, where: str) -> np.ndarray:
     if len(raw) != height * (stride + 1):
-        raise MJCFError(f"{where} PNG image data has {len(raw)} bytes, expected "
-                        f"{height * (stride + 1)}")
+        raise MJCFError(
+            f"{where} PNG image data has {len(raw)} bytes, expected {height * (stride + 1)}"
+        )
     rows = np.frombuffer(raw, np.uint8).reshape(height, stride + 1)
     out = np.zeros((height, stride), np.uint8)
     prev = np.zeros(stride, np.uint8)
@@ -78,9 +85,9 @@ def _unfilter(raw: bytes, height: int, stride: int, bpp: int, where: str) -> np.
         elif ftype == 2:  # Up
             cur = cur + prev
         elif ftype == 3:
-            _average_row(cur, prev, bpp)
+            cur = _average_row(cur, prev, bpp)
         elif ftype == 4:
-            _paeth_row(cur, prev, bpp)
+            cur = _paeth_row(cur, prev, bpp)
         elif ftype != 0:
             raise MJCFError(f"{where} PNG row {r} has unknown filter type {ftype}")
         out[r] = cur

@@ -204,8 +204,10 @@ def _spatial(ctx: Context, el, bodies, wrap_type, wrap_objid, wrap_prm) -> tuple
             wrap_prm.append(float(side))
             prev = None  # the wrapped segment's length needs the wrapping solution
         else:  # pulley
-            if k == 0 or before != "site" or after != "site":
-                raise c.error("a pulley must follow a site and be followed by a site")
+            # A pulley starts a branch: the first element, or after a site (spatial/pulley).
+            if (k and before != "site") or after != "site":
+                raise c.error("a pulley must start the path or follow a site, and be "
+                              "followed by a site")
             divisor = float(c.get("divisor"))
             if divisor <= 0:
                 raise c.error("pulley divisor must be positive")
@@ -213,6 +215,6 @@ def _spatial(ctx: Context, el, bodies, wrap_type, wrap_objid, wrap_prm) -> tuple
             wrap_objid.append(-1)
             wrap_prm.append(divisor)
             prev = None
-    if kinds[0] != "site" or kinds[-1] != "site":
+    if kinds[0] not in ("site", "pulley") or kinds[-1] != "site":
         raise el.error("a spatial tendon path must start and end with a site")
     return float(length), _straight(el)

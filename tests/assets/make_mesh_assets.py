@@ -60,6 +60,7 @@ def main() -> None:
 
     # non-convex: legacy, convex and exact inertia all differ
     ring = trimesh.creation.annulus(r_min=0.5, r_max=1.0, height=0.5, sections=16)
+    ring.apply_scale([1.0, 0.7, 1.3])  # distinct principal moments: a well-defined frame
     ring.apply_transform(_rotation(2))
     (HERE / "annulus.stl").write_bytes(ring.export(file_type="stl"))
 

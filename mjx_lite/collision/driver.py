@@ -1,0 +1,195 @@
+"""Collision driver (Computation chapter, "Collision detection"): candidate pairs from the
+compile-time table (``pairs``), bounding-sphere culling with margin, one vmapped collider
+per geom-type key, contact parameters mixed as MuJoCo 4.0 does (Modeling chapter, "Contact
+parameters"), written to ``d.contact`` with a static number of slots.
+
+Slot layout: groups in key order, each group ``npair * NCON`` slots, pair-major. Slot order
+is therefore by type key, not MuJoCo's pair order; compare contacts as sets.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite.collision import primitive
+from mjx_lite.collision.pairs import PairGroup, pair_groups
+from mjx_lite.collision.types import EMPTY_DIST, Contact, make_frame
+from mjx_lite.types import Data, DisableBit, EnableBit, GeomType, Model
+
+_G = GeomType
+# collider per (type1, type2), type1 <= type2
+COLLIDERS = {
+    (_G.PLANE, _G.SPHERE): primitive.plane_sphere,
+    (_G.PLANE, _G.CAPSULE): primitive.plane_capsule,
+    (_G.PLANE, _G.CYLINDER): primitive.plane_cylinder,
+    (_G.PLANE, _G.BOX): primitive.plane_box,
+    (_G.SPHERE, _G.SPHERE): primitive.sphere_sphere,
+    (_G.SPHERE, _G.CAPSULE): primitive.sphere_capsule,
+    (_G.SPHERE, _G.CYLINDER): primitive.sphere_cylinder,
+    (_G.SPHERE, _G.BOX): primitive.sphere_box,
+    (_G.CAPSULE, _G.CAPSULE): primitive.capsule_capsule,
+}
+MINVAL = 1e-15
+
+
+def _groups(m: Model) -> tuple[PairGroup, ...]:
+    """The pair groups that have a collider here; warns once per missing key."""
+    out = []
+    for g in pair_groups(m):
+        if tuple(g.types) in COLLIDERS:
+            out.append(g)
+        else:
+            names = "-".join(_G(t).name.lower() for t in g.types)
+            warnings.warn(f"mjx_lite collision: no {names} collider yet; "
+                          f"{len(g.geom1)} candidate pairs skipped", stacklevel=3)
+    return tuple(out)
+
+
+def contact_budget(m: Model) -> int:
+    """Static number of contact slots: sum over candidate pairs of their contact cap."""
+    if m.opt.disableflags & (DisableBit.CONSTRAINT | DisableBit.CONTACT):
+        return 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return int(sum(len(g.geom1) * COLLIDERS[tuple(g.types)].NCON for g in _groups(m)))
+
+
+def _mix(m: Model, g1: np.ndarray, g2: np.ndarray):
+    """condim, friction (5), solref, solimp of dynamic pairs (mj_contactParam)."""
+    prio1 = np.asarray(m.geom_priority)[g1]
+    prio2 = np.asarray(m.geom_priority)[g2]
+    cd1 = np.asarray(m.geom_condim)[g1]
+    cd2 = np.asarray(m.geom_condim)[g2]
+    first = prio1 > prio2
+    second = prio1 < prio2
+    condim = np.where(first, cd1, np.where(second, cd2, np.maximum(cd1, cd2)))
+
+    s1 = m.geom_solmix[g1]
+    s2 = m.geom_solmix[g2]
+    ok1, ok2 = s1 >= MINVAL, s2 >= MINVAL
+    mix = jp.where(ok1 & ok2, s1 / jp.where(ok1 & ok2, s1 + s2, 1.0),
+                   jp.where(~ok1 & ~ok2, 0.5, jp.where(~ok1, 0.0, 1.0)))
+    # priority wins outright: mix 1 takes geom1's values, 0 geom2's
+    mix = jp.where(first, 1.0, jp.where(second, 0.0, mix))[:, None]
+    ref1, ref2 = m.geom_solref[g1], m.geom_solref[g2]
+    standard = (ref1[:, :1] > 0) & (ref2[:, :1] > 0)
+    mixed = mix * ref1 + (1 - mix) * ref2
+    solref = jp.where(standard | first[:, None] | second[:, None], mixed,
+                      jp.minimum(ref1, ref2))
+    solimp = mix * m.geom_solimp[g1] + (1 - mix) * m.geom_solimp[g2]
+    f1, f2 = m.geom_friction[g1], m.geom_friction[g2]
+    fri = jp.where(first[:, None], f1, jp.where(second[:, None], f2, jp.maximum(f1, f2)))
+    friction = fri[:, jp.array([0, 0, 1, 2, 2])]
+    return condim, friction, solref, solimp
+
+
+def _params(m: Model, grp: PairGroup):
+    """Per-pair margin, gap, condim, friction, solref, solreffriction, solimp."""
+    g1, g2, ip = grp.geom1, grp.geom2, grp.ipair
+    explicit = ip >= 0
+    ipc = np.where(explicit, ip, 0)
+    condim, friction, solref, solimp = _mix(m, g1, g2)
+    margin = m.geom_margin[g1] + m.geom_margin[g2]
+    gap = m.geom_gap[g1] + m.geom_gap[g2]
+    solreffriction = jp.zeros_like(solref)
+    if explicit.any():
+        e = jp.asarray(explicit)
+        e1 = e[:, None]
+        condim = np.where(explicit, np.asarray(m.pair_dim)[ipc], condim)
+        friction = jp.where(e1, m.pair_friction[ipc], friction)
+        solref = jp.where(e1, m.pair_solref[ipc], solref)
+        solimp = jp.where(e1, m.pair_solimp[ipc], solimp)
+        solreffriction = jp.where(e1, m.pair_solreffriction[ipc], solreffriction)
+        margin = jp.where(e, m.pair_margin[ipc], margin)
+        gap = jp.where(e, m.pair_gap[ipc], gap)
+    if m.opt.enableflags & EnableBit.OVERRIDE:
+        margin = jp.full_like(margin, m.opt.o_margin)
+        solref = jp.broadcast_to(m.opt.o_solref, solref.shape)
+        solreffriction = jp.broadcast_to(m.opt.o_solref, solref.shape)
+        solimp = jp.broadcast_to(m.opt.o_solimp, solimp.shape)
+        friction = jp.broadcast_to(m.opt.o_friction, friction.shape)
+    # mj_assignFriction keeps every coefficient at least mjMINMU
+    friction = jp.maximum(friction, 1e-5)
+    return margin, gap, condim, friction, solref, solreffriction, solimp
+
+
+def _sphere_cull(m: Model, d: Data, g1, g2, bound_margin):
+    """mj_filterSphere: True where the bounding spheres (or sphere and plane) may touch."""
+    rb1, rb2 = m.geom_rbound[g1], m.geom_rbound[g2]
+    p1, p2 = d.geom_xpos[g1], d.geom_xpos[g2]
+    dif = p2 - p1
+    far = jp.sum(dif * dif, -1) > (rb1 + rb2 + bound_margin) ** 2
+    plane1 = np.asarray(m.geom_type)[g1] == _G.PLANE
+    # a plane's bound is 0: test the other geom's sphere against the plane's half-space
+    pdist = jp.sum(dif * d.geom_xmat[g1][:, :, 2], -1)
+    far_plane = pdist > bound_margin + rb2
+    return ~jp.where(plane1, far_plane & (rb2 > 0), far & (rb1 > 0) & (rb2 > 0))
+
+
+def collision(m: Model, d: Data) -> Data:
+    """Finds contacts between geoms (mj_collision) into ``d.contact`` and ``d.ncon``."""
+    nslot = contact_budget(m)
+    if nslot == 0:
+        return d.replace(contact=Contact.zeros(0, d.qpos.dtype),
+                         ncon=jp.zeros((), dtype=jp.int32))
+    parts = []
+    for grp in _groups(m):
+        fn = COLLIDERS[tuple(grp.types)]
+        g1, g2 = grp.geom1, grp.geom2
+        margin, gap, condim, friction, solref, solreffriction, solimp = _params(m, grp)
+        dist, pos, normal, tangent, valid = jax.vmap(fn)(
+            d.geom_xpos[g1], d.geom_xmat[g1], m.geom_size[g1],
+            d.geom_xpos[g2], d.geom_xmat[g2], m.geom_size[g2], margin + gap)
+        valid = valid & _sphere_cull(m, d, g1, g2, margin + gap)[:, None]
+        n = fn.NCON
+        rep = lambda x, n=n: jp.repeat(jp.asarray(x), n, axis=0)  # noqa: E731
+        parts.append(dict(
+            dist=dist.reshape(-1), pos=pos.reshape(-1, 3),
+            frame=make_frame(normal.reshape(-1, 3), tangent.reshape(-1, 3)),
+            includemargin=rep(margin), friction=rep(friction), solref=rep(solref),
+            solreffriction=rep(solreffriction), solimp=rep(solimp),
+            dim=rep(condim.astype(np.int32)), geom1=rep(g1), geom2=rep(g2),
+            valid=valid.reshape(-1)))
+    cat = {k: jp.concatenate([p[k] for p in parts]) for k in parts[0]}
+    v = cat["valid"]
+    v1 = v[:, None]
+    geom1 = jp.where(v, cat["geom1"], -1).astype(jp.int32)
+    geom2 = jp.where(v, cat["geom2"], -1).astype(jp.int32)
+    dist = jp.where(v, cat["dist"], EMPTY_DIST)
+    includemargin = jp.where(v, cat["includemargin"], 0.0)
+    contact = Contact(
+        dist=dist,
+        pos=jp.where(v1, cat["pos"], 0.0),
+        frame=jp.where(v[:, None, None], cat["frame"], jp.eye(3, dtype=dist.dtype)),
+        includemargin=includemargin,
+        friction=jp.where(v1, cat["friction"], 0.0),
+        solref=jp.where(v1, cat["solref"], 0.0),
+        solreffriction=jp.where(v1, cat["solreffriction"], 0.0),
+        solimp=jp.where(v1, cat["solimp"], 0.0),
+        mu=jp.zeros_like(dist),
+        dim=jp.where(v, cat["dim"], 0).astype(jp.int32),
+        geom1=geom1, geom2=geom2, geom=jp.stack([geom1, geom2], -1),
+        exclude=(v & (dist >= includemargin)).astype(jp.int32),
+        efc_address=jp.full(dist.shape, -1, dtype=jp.int32),
+        valid=v,
+    )
+    ncon = jp.sum(v).astype(jp.int32)
+    # no warning counter is touched: every pair owns MuJoCo's own per-pair maximum of slots
+    # (mj_maxContact), so no contact can be dropped for lack of room
+    return d.replace(contact=contact, ncon=ncon)
+
+
+def contacts_to_numpy(d: Data) -> dict[str, np.ndarray]:
+    """The valid contacts of ``d`` as numpy arrays in MuJoCo's field names (frame flat 9)."""
+    v = np.asarray(d.contact.valid)
+    out = {}
+    for name in d.contact.fields():
+        if name == "valid":
+            continue
+        a = np.asarray(getattr(d.contact, name))[v]
+        out[name] = a.reshape(len(a), 9) if name == "frame" else a
+    return out

@@ -1,0 +1,430 @@
+"""Constraint solvers (Computation chapter, "Constraint solver": "Reduced primal problem",
+"Dual problem", "Algorithms").
+
+Newton and CG minimize the reduced primal cost over accelerations,
+  cost(a) = 0.5 (a - a0)' M (a - a0) + s(J a - aref),
+where s is the soft-constraint penalty of every efc row (quadratic, Huber for friction loss,
+half-quadratic for limits and pyramidal contacts, the elliptic-cone shadow for elliptic
+contacts). Its negative gradient in jar = J a - aref is efc_force.
+
+Both run exactly ``opt.iterations`` iterations inside ``lax.scan`` (line search: exactly
+``opt.ls_iterations`` 1-D Newton steps, also a scan), so reverse-mode AD works at any count;
+convergence (``tolerance``, ``ls_tolerance``) freezes the iterate through a mask.
+``loop="early_exit"`` uses ``lax.while_loop`` instead (forward only, faster).
+
+The solution is characterised by ``residual(m, d, qacc) = 0`` (the primal gradient), and
+``hessian(m, d, qacc)`` is its Jacobian: an implicit adjoint needs only these two.
+
+PGS solves the dual problem with a fixed number of projected Gauss-Seidel sweeps.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite import smooth
+from mjx_lite.constraint import (
+    CONE,
+    CONTACT_ELLIPTIC,
+    LINEARNEG,
+    LINEARPOS,
+    QUADRATIC,
+    SATISFIED,
+    RowPlan,
+    contact_mu,
+)
+from mjx_lite.dataclasses import PyTreeNode
+from mjx_lite.types import Data, DisableBit, Model, SolverType
+
+__all__ = ["solve", "residual", "hessian", "Context", "constraint_cost"]
+
+
+class Context(PyTreeNode):
+    """Primal solver state (one iterate).
+
+    Fields: qacc (nv,), Ma (nv,) = M qacc, jar (nefc,) = J qacc - aref, cost (), grad (nv,),
+    Mgrad (nv,) preconditioned gradient, search (nv,), done () bool, niter () int.
+    """
+
+    qacc: jax.Array
+    Ma: jax.Array
+    jar: jax.Array
+    cost: jax.Array
+    grad: jax.Array
+    Mgrad: jax.Array
+    search: jax.Array
+    done: jax.Array
+    niter: jax.Array
+
+
+class _Cone(PyTreeNode):
+    """Per contact slot (elliptic cones): mu (ncon,), friction (ncon, width - 1), D0 (ncon,)."""
+
+    mu: jax.Array
+    friction: jax.Array
+    d0: jax.Array
+
+
+def _plan(m: Model, d: Data) -> RowPlan:
+    con = getattr(d, "contact", None)
+    ncon = 0 if con is None else int(con.dist.shape[0])
+    p = RowPlan(m, ncon)
+    if p.nefc != d.efc_J.shape[0]:
+        raise ValueError(f"efc budget {d.efc_J.shape[0]} does not match the model's {p.nefc}; "
+                         "run constraint.make_constraint first")
+    return p
+
+
+def _cone(m: Model, d: Data, p: RowPlan) -> _Cone | None:
+    if not (p.elliptic and p.nc):
+        return None
+    con = d.contact
+    w = p.width
+    fr = jp.maximum(1e-5, con.friction)[:, : w - 1]
+    d0 = d.efc_D[p.ne + p.nf + p.nl:].reshape(p.ncon, w)[:, 0]
+    return _Cone(mu=contact_mu(m, con), friction=fr, d0=d0)
+
+
+def _safe_sqrt(x):
+    pos = x > 0
+    return jp.where(pos, jp.sqrt(jp.where(pos, x, 1.0)), 0.0)
+
+
+def _row_update(m: Model, d: Data, p: RowPlan, cone: _Cone | None, jar: jax.Array):
+    """efc_force, efc_state and the penalty s(jar) (mj_constraintUpdate).
+
+    Returns (force, state, cost, quadratic-row mask, cone slots in the middle zone, cone data
+    for the Hessian).
+    """
+    dd, r, floss = d.efc_D, d.efc_R, d.efc_frictionloss
+    ne, nf = p.ne, p.nf
+    idx = np.arange(p.nefc)
+    is_eq = idx < ne
+    is_fr = (idx >= ne) & (idx < ne + nf)
+    is_cone = (d.efc_type == CONTACT_ELLIPTIC) if cone is not None else jp.zeros(p.nefc, bool)
+    # friction loss: Huber with linear zones beyond |jar| = R floss
+    lin_neg = is_fr & (jar <= -r * floss) & (floss > 0)
+    lin_pos = is_fr & (jar >= r * floss) & (floss > 0)
+    # unilateral rows (limits, frictionless and pyramidal contacts): quadratic when jar < 0
+    uni = ~is_eq & ~is_fr & ~is_cone
+    quad = is_eq | (is_fr & ~lin_neg & ~lin_pos) | (uni & (jar < 0))
+    force = jp.where(quad, -dd * jar, 0.0)
+    force = jp.where(lin_neg, floss, jp.where(lin_pos, -floss, force))
+    cost_rows = jp.where(quad, 0.5 * dd * jar * jar, 0.0)
+    cost_rows += jp.where(lin_neg, -0.5 * r * floss * floss - floss * jar, 0.0)
+    cost_rows += jp.where(lin_pos, -0.5 * r * floss * floss + floss * jar, 0.0)
+    state = jp.where(quad, QUADRATIC, SATISFIED)
+    state = jp.where(lin_neg, LINEARNEG, jp.where(lin_pos, LINEARPOS, state))
+    middle = None
+    hcone = None
+    if cone is not None:
+        s0 = ne + nf + p.nl
+        w = p.width
+        jc = jar[s0:].reshape(p.ncon, w)
+        conerow = is_cone[s0:].reshape(p.ncon, w)[:, 0]
+        mu, fr = cone.mu, cone.friction
+        u0 = jc[:, 0] * mu
+        ut = jc[:, 1:] * fr
+        t = _safe_sqrt(jp.sum(ut * ut, -1))
+        top = (u0 >= mu * t) | ((t <= 0) & (u0 >= 0))
+        bottom = ~top & ((mu * u0 + t <= 0) | ((t <= 0) & (u0 < 0)))
+        middle = conerow & ~top & ~bottom
+        bottom = conerow & bottom
+        dm = cone.d0 / (mu * mu * (1 + mu * mu))
+        nmt = u0 - mu * t
+        f0 = -dm * nmt * mu
+        tsafe = jp.where(middle, t, 1.0)
+        ft = -(f0 / tsafe)[:, None] * ut * fr
+        dc = dd[s0:].reshape(p.ncon, w)
+        fmid = jp.concatenate([f0[:, None], ft], 1)
+        fbot = -dc * jc
+        fc = jp.where(middle[:, None], fmid, jp.where(bottom[:, None], fbot, 0.0))
+        cc = jp.where(middle, 0.5 * dm * nmt * nmt,
+                      jp.where(bottom, 0.5 * jp.sum(dc * jc * jc, -1), 0.0))
+        sc = jp.where(middle, CONE, jp.where(bottom, QUADRATIC, SATISFIED))
+        sel = conerow[:, None]
+        force = force.at[s0:].set(jp.where(sel, fc, force[s0:].reshape(p.ncon, w)).ravel())
+        crow = cost_rows[s0:].reshape(p.ncon, w)
+        crow = jp.where(sel, jp.zeros_like(crow).at[:, 0].set(cc), crow)
+        cost_rows = cost_rows.at[s0:].set(crow.ravel())
+        state = state.at[s0:].set(
+            jp.where(sel, sc[:, None], state[s0:].reshape(p.ncon, w)).ravel())
+        quad = quad.at[s0:].set(jp.where(sel, bottom[:, None],
+                                         quad[s0:].reshape(p.ncon, w)).ravel())
+        hcone = (u0, ut, t, dm)
+    state = jp.where(d.efc_active, state, SATISFIED)
+    return force, state, jp.sum(cost_rows), quad, middle, hcone
+
+
+def _cone_hessian(cone: _Cone, middle, hcone):
+    """(ncon, w, w) Hessian of the middle-zone cone penalty in jar coordinates."""
+    u0, ut, t, dm = hcone
+    mu, fr = cone.mu, cone.friction
+    w = ut.shape[1] + 1
+    tsafe = jp.where(middle, t, 1.0)
+    u = jp.concatenate([u0[:, None], ut], 1)
+    h = jp.zeros((u.shape[0], w, w), u.dtype)
+    h = h.at[:, 0, 0].set(1.0)
+    h = h.at[:, 0, 1:].set(-(mu / tsafe)[:, None] * ut)
+    h = h.at[:, 1:, 0].set(-(mu / tsafe)[:, None] * ut)
+    blk = (mu * u0 / tsafe**3)[:, None, None] * ut[:, :, None] * ut[:, None, :]
+    blk = blk + ((mu * mu - mu * u0 / tsafe)[:, None, None] * jp.eye(w - 1, dtype=u.dtype))
+    h = h.at[:, 1:, 1:].set(blk)
+    scl = jp.concatenate([mu[:, None], fr], 1)
+    h = h * scl[:, :, None] * scl[:, None, :] * dm[:, None, None]
+    del u
+    return jp.where(middle[:, None, None], h, 0.0)
+
+
+def _hessian(m: Model, d: Data, p: RowPlan, cone, quad, middle, hcone):
+    jq = d.efc_J * jp.where(quad, d.efc_D, 0.0)[:, None]
+    h = d.qM + d.efc_J.T @ jq
+    if cone is not None:
+        s0 = p.ne + p.nf + p.nl
+        jc = d.efc_J[s0:].reshape(p.ncon, p.width, m.nv)
+        hc = _cone_hessian(cone, middle, hcone)
+        h = h + jp.einsum("niv,nij,njw->vw", jc, hc, jc)
+    return h
+
+
+def _scale(m: Model):
+    return 1.0 / (m.stat.meaninertia * max(1, m.nv))
+
+
+def constraint_cost(m: Model, d: Data, qacc: jax.Array) -> jax.Array:
+    """The reduced primal cost at qacc (Computation, "Reduced primal problem")."""
+    p = _plan(m, d)
+    jar = d.efc_J @ qacc - d.efc_aref
+    _, _, s, _, _, _ = _row_update(m, d, p, _cone(m, d, p), jar)
+    ma = d.qM @ qacc
+    return 0.5 * jp.dot(qacc - d.qacc_smooth, ma - d.qfrc_smooth) + s
+
+
+def residual(m: Model, d: Data, qacc: jax.Array) -> jax.Array:
+    """Primal gradient M qacc - qfrc_smooth - J' efc_force; zero at the solution."""
+    p = _plan(m, d)
+    jar = d.efc_J @ qacc - d.efc_aref
+    force = _row_update(m, d, p, _cone(m, d, p), jar)[0]
+    return d.qM @ qacc - d.qfrc_smooth - d.efc_J.T @ force
+
+
+def hessian(m: Model, d: Data, qacc: jax.Array) -> jax.Array:
+    """(nv, nv) Hessian of the primal cost at qacc: M + J' D_active J + cone blocks."""
+    p = _plan(m, d)
+    cone = _cone(m, d, p)
+    jar = d.efc_J @ qacc - d.efc_aref
+    _, _, _, quad, middle, hcone = _row_update(m, d, p, cone, jar)
+    return _hessian(m, d, p, cone, quad, middle, hcone)
+
+
+# ------------------------------------------------------------------------------------------
+# primal solvers
+
+
+def _evaluate(m, d, p, cone, qacc, ma, jar, newton: bool):
+    force, _, s, quad, middle, hcone = _row_update(m, d, p, cone, jar)
+    cost = 0.5 * jp.dot(qacc - d.qacc_smooth, ma - d.qfrc_smooth) + s
+    grad = ma - d.qfrc_smooth - d.efc_J.T @ force
+    if newton:
+        h = _hessian(m, d, p, cone, quad, middle, hcone)
+        mgrad = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(h), grad)
+    else:
+        mgrad = smooth.solve_m(m, d, grad)
+    return cost, grad, mgrad
+
+
+def _linesearch(m, d, p, cone, ctx: Context):
+    """Exact line search on the piecewise-quadratic cost: ls_iterations safeguarded 1-D
+    Newton steps (bracketed, bisection when Newton leaves the bracket)."""
+    srch = ctx.search
+    v = d.efc_J @ srch
+    mv = d.qM @ srch
+    g1 = jp.dot(srch, ctx.Ma - d.qfrc_smooth)
+    g2 = jp.dot(srch, mv)
+
+    def cost1(alpha):
+        s = _row_update(m, d, p, cone, ctx.jar + alpha * v)[2]
+        return alpha * g1 + 0.5 * alpha * alpha * g2 + s
+
+    def derivs(alpha):
+        d1f = lambda a: jax.jvp(cost1, (a,), (jp.ones_like(a),))[1]  # noqa: E731
+        d1, d2 = jax.jvp(d1f, (alpha,), (jp.ones_like(alpha),))
+        return d1, d2
+
+    dtype = ctx.qacc.dtype
+    gtol = m.opt.tolerance * m.opt.ls_tolerance * jp.linalg.norm(srch) / _scale(m)
+    d1, d2 = derivs(jp.zeros((), dtype))
+    alpha = jp.maximum(-d1 / jp.maximum(d2, 1e-30), 0.0)
+    lo, hi = jp.zeros((), dtype), jp.full((), jp.inf, dtype)
+    done = jp.abs(d1) <= gtol
+
+    def body(carry, _):
+        alpha, lo, hi, done = carry
+        a1, a2 = derivs(alpha)
+        conv = done | (jp.abs(a1) <= gtol)
+        lo_n = jp.where(a1 < 0, alpha, lo)
+        hi_n = jp.where(a1 < 0, hi, alpha)
+        nxt = alpha - a1 / jp.maximum(a2, 1e-30)
+        mid = jp.where(jp.isfinite(hi_n), 0.5 * (lo_n + hi_n), 2 * lo_n + 1)
+        nxt = jp.where((nxt > lo_n) & (nxt < hi_n), nxt, mid)
+        keep = conv
+        return (jp.where(keep, alpha, nxt), jp.where(keep, lo, lo_n),
+                jp.where(keep, hi, hi_n), conv), None
+
+    (alpha, _, _, _), _ = jax.lax.scan(body, (alpha, lo, hi, done), None,
+                                       length=max(1, m.opt.ls_iterations))
+    alpha = jp.where(done, 0.0, alpha)
+    return alpha, v, mv
+
+
+def _primal_step(m, d, p, cone, newton: bool, ctx: Context) -> Context:
+    alpha, v, mv = _linesearch(m, d, p, cone, ctx)
+    qacc = ctx.qacc + alpha * ctx.search
+    ma = ctx.Ma + alpha * mv
+    jar = ctx.jar + alpha * v
+    cost, grad, mgrad = _evaluate(m, d, p, cone, qacc, ma, jar, newton)
+    if newton:
+        search = -mgrad
+    else:
+        # Hager-Zhang conjugate direction (MuJoCo 4.0 CG), clipped at 0 to restart
+        y, my = grad - ctx.grad, mgrad - ctx.Mgrad
+        dy = jp.dot(ctx.search, y)
+        dy_ok = jp.abs(dy) > 1e-30
+        dys = jp.where(dy_ok, dy, 1.0)
+        beta = (jp.dot(my, grad) - 2 * jp.dot(y, my) * jp.dot(ctx.search, grad) / dys) / dys
+        beta = jp.where(dy_ok, jp.maximum(beta, 0.0), 0.0)
+        search = -mgrad + beta * ctx.search
+    scale = _scale(m)
+    improvement = scale * (ctx.cost - cost)
+    gradient = scale * jp.linalg.norm(grad)
+    tol = m.opt.tolerance
+    done = (improvement < tol) | (gradient < tol)
+    new = Context(qacc=qacc, Ma=ma, jar=jar, cost=cost, grad=grad, Mgrad=mgrad,
+                  search=search, done=done, niter=ctx.niter + 1)
+    return jax.tree_util.tree_map(lambda o, n: jp.where(ctx.done, o, n), ctx, new)
+
+
+def _init(m: Model, d: Data, p: RowPlan, cone, newton: bool) -> Context:
+    def at(qacc):
+        ma = d.qM @ qacc
+        jar = d.efc_J @ qacc - d.efc_aref
+        return qacc, ma, jar
+
+    qacc, ma, jar = at(d.qacc_smooth)
+    if not m.opt.disableflags & DisableBit.WARMSTART:
+        # start from the warmstart unless the unconstrained acceleration costs less
+        qw, maw, jarw = at(d.qacc_warmstart)
+        cw = (0.5 * jp.dot(qw - d.qacc_smooth, maw - d.qfrc_smooth)
+              + _row_update(m, d, p, cone, jarw)[2])
+        cs = _row_update(m, d, p, cone, jar)[2]
+        use = cw < cs
+        qacc, ma, jar = (jp.where(use, a, b) for a, b in ((qw, qacc), (maw, ma), (jarw, jar)))
+    cost, grad, mgrad = _evaluate(m, d, p, cone, qacc, ma, jar, newton)
+    scale = _scale(m)
+    # duality-gap certificate (MuJoCo 4.0): 0.5 g' M^-1 g bounds the suboptimality
+    mg = mgrad if not newton else smooth.solve_m(m, d, grad)
+    cert = scale * 0.5 * jp.dot(grad, mg) < m.opt.tolerance
+    if newton:
+        cert = cert & (scale * jp.linalg.norm(grad) < m.opt.tolerance)
+    return Context(qacc=qacc, Ma=ma, jar=jar, cost=cost, grad=grad, Mgrad=mgrad,
+                   search=-mgrad, done=cert | (p.nefc == 0), niter=jp.zeros((), jp.int32))
+
+
+def _solve_primal(m: Model, d: Data, p: RowPlan, newton: bool, loop: str) -> Context:
+    cone = _cone(m, d, p)
+    ctx = _init(m, d, p, cone, newton)
+    step = lambda c: _primal_step(m, d, p, cone, newton, c)  # noqa: E731
+    if loop == "early_exit":
+        cond = lambda c: (~c.done) & (c.niter < m.opt.iterations)  # noqa: E731
+        return jax.lax.while_loop(cond, step, ctx)
+    ctx, _ = jax.lax.scan(lambda c, _: (step(c), None), ctx, None, length=m.opt.iterations)
+    return ctx
+
+
+# ------------------------------------------------------------------------------------------
+# dual solver
+
+
+def _project(p: RowPlan, d: Data, i, fi):
+    """Projects one scalar force onto its admissible set (pyramidal / box / free)."""
+    floss = d.efc_frictionloss[i]
+    is_eq = i < p.ne
+    is_fr = (i >= p.ne) & (i < p.ne + p.nf)
+    return jp.where(is_eq, fi, jp.where(is_fr, jp.clip(fi, -floss, floss),
+                                        jp.maximum(fi, 0.0)))
+
+
+def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
+    """Projected Gauss-Seidel on the dual: min 0.5 f'(A + R) f + f'(J a0 - aref), f in Omega."""
+    if p.elliptic and p.nc:
+        raise NotImplementedError("PGS with elliptic cones")
+    minv_jt = smooth.solve_m(m, d, d.efc_J.T)  # (nv, nefc)
+    ar = d.efc_J @ minv_jt + jp.diag(d.efc_R)
+    b = d.efc_J @ d.qacc_smooth - d.efc_aref
+    act = d.efc_active
+    diag = jp.diag(ar)
+
+    def dual_cost(f):
+        return 0.5 * f @ ar @ f + f @ b
+
+    f0 = jp.zeros_like(b)
+    if not m.opt.disableflags & DisableBit.WARMSTART:
+        jar = d.efc_J @ d.qacc_warmstart - d.efc_aref
+        fw = _row_update(m, d, p, None, jar)[0]
+        f0 = jp.where(dual_cost(fw) < 0.0, fw, f0)
+
+    def row(f, i):
+        res = ar[i] @ f + b[i]
+        fi = _project(p, d, i, f[i] - res / diag[i])
+        return f.at[i].set(jp.where(act[i], fi, 0.0)), None
+
+    def sweep(carry):
+        f, cost, done, it = carry
+        fn, _ = jax.lax.scan(row, f, jp.arange(p.nefc))
+        cn = dual_cost(fn)
+        conv = _scale(m) * (cost - cn) < m.opt.tolerance
+        keep = done
+        return (jp.where(keep, f, fn), jp.where(keep, cost, cn), done | conv,
+                jp.where(keep, it, it + 1))
+
+    carry = (f0, dual_cost(f0), jp.asarray(p.nefc == 0), jp.zeros((), jp.int32))
+    if loop == "early_exit":
+        carry = jax.lax.while_loop(lambda c: (~c[2]) & (c[3] < m.opt.iterations), sweep, carry)
+    else:
+        carry, _ = jax.lax.scan(lambda c, _: (sweep(c), None), carry, None,
+                                length=m.opt.iterations)
+    f, _, _, niter = carry
+    qacc = d.qacc_smooth + minv_jt @ f
+    return qacc, f, niter
+
+
+def solve(m: Model, d: Data, *, loop: str = "fixed") -> Data:
+    """Constraint forces and accelerations (mj_fwdConstraint): qacc, qfrc_constraint,
+    efc_force, efc_state, solver_niter.
+
+    Args:
+      loop: "fixed" runs exactly opt.iterations iterations in lax.scan (differentiable);
+        "early_exit" stops at convergence with lax.while_loop (forward only).
+    """
+    if loop not in ("fixed", "early_exit"):
+        raise ValueError(f"loop must be 'fixed' or 'early_exit', got {loop!r}")
+    p = _plan(m, d)
+    if p.nefc == 0:
+        return d.replace(qacc=d.qacc_smooth, qfrc_constraint=jp.zeros_like(d.qacc_smooth),
+                         solver_niter=jp.zeros((), jp.int32))
+    jar = None
+    if m.opt.solver == SolverType.PGS:
+        qacc, pgs_force, niter = _solve_pgs(m, d, p, loop)
+    else:
+        ctx = _solve_primal(m, d, p, m.opt.solver == SolverType.NEWTON, loop)
+        qacc, niter, jar = ctx.qacc, ctx.niter, ctx.jar
+    if jar is None:
+        jar = d.efc_J @ qacc - d.efc_aref
+    force, state, _, _, _, _ = _row_update(m, d, p, _cone(m, d, p), jar)
+    if m.opt.solver == SolverType.PGS:
+        # the dual iterate is the force; the primal update only supplies the state
+        force = pgs_force
+    return d.replace(qacc=qacc, qfrc_constraint=d.efc_J.T @ force, efc_force=force,
+                     efc_state=state, solver_niter=niter.astype(jp.int32))

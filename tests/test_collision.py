@@ -1,0 +1,295 @@
+"""Collision detection against MuJoCo 4.0 (mj_forward's d.contact).
+
+Contacts are compared as sets: for each geom pair the counts must agree, and each MuJoCo
+contact is matched to ours with the nearest ``pos``. Geom poses come from MuJoCo
+(``interop.data_from_mujoco``), so the comparison isolates the collision stage.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
+
+from mjx_lite import interop
+from mjx_lite.collision import pairs
+from mjx_lite.collision.driver import collision, contacts_to_numpy
+from mjx_lite.types import DisableBit
+
+# analytic colliders follow MuJoCo's arithmetic, so agreement is to rounding
+ANALYTIC_TOL = 1e-8
+ACCEPTANCE_FILE = pathlib.Path(__file__).parent / "acceptance" / "collision.txt"
+
+_collide = jax.jit(collision)
+_collide_batch = jax.jit(jax.vmap(collision, in_axes=(None, 0)))
+
+PAIR_XML = {
+    "plane_sphere": ('<geom type="plane" size="5 5 1"/>', '<geom type="sphere" size="0.2"/>'),
+    "plane_capsule": ('<geom type="plane" size="5 5 1"/>',
+                      '<geom type="capsule" size="0.1 0.3"/>'),
+    "plane_cylinder": ('<geom type="plane" size="5 5 1"/>',
+                       '<geom type="cylinder" size="0.2 0.3"/>'),
+    "plane_box": ('<geom type="plane" size="5 5 1"/>', '<geom type="box" size="0.2 0.3 0.1"/>'),
+    "sphere_sphere": ('<geom type="sphere" size="0.2"/>', '<geom type="sphere" size="0.15"/>'),
+    "sphere_capsule": ('<geom type="sphere" size="0.2"/>',
+                       '<geom type="capsule" size="0.1 0.3"/>'),
+    "sphere_cylinder": ('<geom type="sphere" size="0.2"/>',
+                        '<geom type="cylinder" size="0.2 0.3"/>'),
+    "sphere_box": ('<geom type="sphere" size="0.2"/>', '<geom type="box" size="0.2 0.3 0.1"/>'),
+    "capsule_capsule": ('<geom type="capsule" size="0.1 0.3"/>',
+                        '<geom type="capsule" size="0.15 0.2"/>'),
+}
+
+
+def pair_model(geom1: str, geom2: str, margin: float = 0.0) -> mujoco.MjModel:
+    """geom1 on a free body at the origin (or the world, for a plane), geom2 on a free body."""
+    if 'type="plane"' in geom1:
+        first = geom1
+    else:
+        first = f'<body name="b1"><freejoint/>{geom1}</body>'
+    xml = f"""<mujoco><option><flag gravity="disable"/></option>
+      <default><geom margin="{margin}"/></default>
+      <worldbody>{first}<body name="b2" pos="0 0 1"><freejoint/>{geom2}</body></worldbody>
+    </mujoco>"""
+    return mujoco.MjModel.from_xml_string(xml)
+
+
+def random_states(mjm: mujoco.MjModel, rng: np.random.Generator, n: int, special=()):
+    """qpos near contact: body 2 at a random direction and distance around touching."""
+    ig = mjm.body_geomadr[mjm.nbody - 1]
+    rb2 = mjm.geom_rbound[ig]
+    plane = mjm.geom_type[0] == mujoco.mjtGeom.mjGEOM_PLANE
+    rb1 = 0.0 if plane else mjm.geom_rbound[0]
+    out = []
+    for k in range(n):
+        qpos = mjm.qpos0.copy()
+        quat2 = rng.normal(size=4)
+        # a few axis-aligned poses exercise the parallel and face-to-face branches
+        if k % 5 == 0:
+            quat2 = np.array([1.0, 0, 0, 0]) if k % 10 == 0 else np.array([1.0, 1.0, 0, 0])
+        quat2 /= np.linalg.norm(quat2)
+        if plane:
+            pos2 = np.array([*rng.uniform(-1, 1, 2), rng.uniform(-0.5, 1.1) * rb2])
+        else:
+            dirn = rng.normal(size=3)
+            dirn /= np.linalg.norm(dirn)
+            pos2 = dirn * rng.uniform(0.3, 1.05) * (rb1 + rb2)
+            quat1 = rng.normal(size=4)
+            if k % 5 == 0:
+                quat1 = np.array([1.0, 0, 0, 0])
+            qpos[3:7] = quat1 / np.linalg.norm(quat1)
+        qpos[-7:-4] = pos2
+        qpos[-4:] = quat2
+        out.append(qpos)
+    out.extend(special)
+    return out
+
+
+def ours_and_theirs(mjm, qposes):
+    """Our contacts (batched collision on MuJoCo's kinematics) and MuJoCo's, per state."""
+    m = interop.model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_forward(mjm, mjd)
+    d = interop.data_from_mujoco(mjm, mjd, m)
+    xpos, xmat, theirs = [], [], []
+    for q in qposes:
+        mjd.qpos[:] = q
+        mujoco.mj_forward(mjm, mjd)
+        xpos.append(mjd.geom_xpos.copy())
+        xmat.append(mjd.geom_xmat.reshape(-1, 3, 3).copy())
+        theirs.append([_mj_contact(c) for c in mjd.contact[: mjd.ncon]])
+    # only the geom poses feed collision: batch those over the states
+    batch = jax.tree.map(lambda x: jp.broadcast_to(x, (len(qposes), *jp.shape(x))), d)
+    batch = batch.replace(geom_xpos=jp.asarray(np.stack(xpos)),
+                          geom_xmat=jp.asarray(np.stack(xmat)))
+    out = _collide_batch(m, batch)
+    ours = []
+    for i in range(len(qposes)):
+        di = jax.tree.map(lambda x, i=i: x[i], out)
+        c = contacts_to_numpy(di)
+        ours.append([{k: v[j] for k, v in c.items()} for j in range(len(c["dist"]))])
+    return ours, theirs
+
+
+def _mj_contact(c) -> dict:
+    return {k: np.array(getattr(c, k)) for k in (
+        "dist", "pos", "frame", "includemargin", "friction", "solref", "solreffriction",
+        "solimp", "dim", "geom1", "geom2", "exclude")}
+
+
+def compare(ours: list[dict], theirs: list[dict]) -> dict[str, float]:
+    """Worst errors of matched contacts; asserts equal counts per geom pair and equal ints."""
+    key = lambda c: (int(c["geom1"]), int(c["geom2"]))  # noqa: E731
+    assert sorted(map(key, ours)) == sorted(map(key, theirs)), (
+        f"contact sets differ: ours {sorted(map(key, ours))} MuJoCo {sorted(map(key, theirs))}"
+        f"\nours {[(key(c), c['dist']) for c in ours]}\ntheirs "
+        f"{[(key(c), c['dist']) for c in theirs]}")
+    worst = {"dist": 0.0, "pos": 0.0, "frame": 0.0, "params": 0.0}
+    pool = list(ours)
+    for c in theirs:
+        cands = [o for o in pool if key(o) == key(c)]
+        best = min(cands, key=lambda o: np.linalg.norm(o["pos"] - c["pos"]))
+        pool = [o for o in pool if o is not best]
+        worst["dist"] = max(worst["dist"], abs(float(best["dist"] - c["dist"])))
+        worst["pos"] = max(worst["pos"], float(np.max(np.abs(best["pos"] - c["pos"]))))
+        worst["frame"] = max(worst["frame"], float(np.max(np.abs(best["frame"] - c["frame"]))))
+        for f in ("includemargin", "friction", "solref", "solreffriction", "solimp"):
+            worst["params"] = max(worst["params"], float(np.max(np.abs(best[f] - c[f]))))
+        for f in ("dim", "exclude"):
+            assert int(best[f]) == int(c[f]), (f, best[f], c[f])
+    return worst
+
+
+def sweep(name: str, n: int, seed: int = 0, margin: float = 0.0) -> dict[str, float]:
+    mjm = pair_model(*PAIR_XML[name], margin=margin)
+    qposes = random_states(mjm, np.random.default_rng(seed), n)
+    ours, theirs = ours_and_theirs(mjm, qposes)
+    worst = {"dist": 0.0, "pos": 0.0, "frame": 0.0, "params": 0.0, "ncon": 0}
+    for k, (o, t) in enumerate(zip(ours, theirs)):
+        try:
+            w = compare(o, t)
+        except AssertionError as e:
+            raise AssertionError(f"{name} state {k}: {e}") from e
+        worst = {key: max(worst[key], w.get(key, 0)) for key in worst}
+        worst["ncon"] += len(t)
+    return worst
+
+
+@pytest.mark.parametrize("name", sorted(PAIR_XML))
+def test_pair_matches_mujoco(name):
+    worst = sweep(name, n=12, margin=0.02)
+    assert worst["ncon"] > 0, "the sweep produced no contacts"
+    for field in ("dist", "pos", "frame", "params"):
+        assert worst[field] < ANALYTIC_TOL, (name, field, worst)
+
+
+@pytest.mark.acceptance
+def test_pair_sweep_acceptance():
+    lines = []
+    for name in sorted(PAIR_XML):
+        worst = sweep(name, n=50, seed=1, margin=0.02)
+        lines.append(f"{name:18s} contacts {worst['ncon']:4d}  dist {worst['dist']:.2e}  "
+                     f"pos {worst['pos']:.2e}  frame {worst['frame']:.2e}")
+        for field in ("dist", "pos", "frame", "params"):
+            assert worst[field] < ANALYTIC_TOL, (name, field, worst)
+    ACCEPTANCE_FILE.parent.mkdir(exist_ok=True)
+    ACCEPTANCE_FILE.write_text("worst |ours - MuJoCo| over 50 random near-contact states\n"
+                               + "\n".join(lines) + "\n")
+
+
+SELECTION_XML = """
+<mujoco>
+  <option><flag gravity="disable" {flags}/></option>
+  <default><geom type="sphere" size="0.1" margin="0.5"/></default>
+  <worldbody>
+    <geom name="world" pos="0.01 0 0"/>
+    <geom name="floor" type="plane" size="5 5 1" pos="0 0 -0.3"/>
+    <body name="static" pos="0 0.02 0"><geom name="static"/></body>
+    <body name="a" pos="0.03 0 0.01"><freejoint/>
+      <geom name="a" priority="1" condim="1" friction="0.3 0.01 0.001"/>
+      <body name="a_weld" pos="0 0.01 0.02"><geom name="a_weld" solmix="3" condim="4"/></body>
+      <body name="a1" pos="0.02 0.01 0"><joint type="hinge"/>
+        <geom name="a1" solref="-100 -10" friction="2 0.1 0.1"/>
+        <body name="a11" pos="0 0.03 0.01"><joint type="hinge" axis="1 0 0"/>
+          <geom name="a11" solref="0.05 0.5" solimp="0.8 0.9 0.01 0.4 3" solmix="0"/>
+        </body>
+      </body>
+    </body>
+    <body name="b" pos="-0.02 0.01 0.03"><freejoint/>
+      <geom name="b" gap="0.1" margin="0.2"/>
+      <geom name="b_other" contype="2" conaffinity="2" pos="0 0.01 0" condim="6"/>
+    </body>
+    <body name="m" mocap="true" pos="0 -0.02 0.01"><geom name="m"/></body>
+    <body name="c" pos="0.02 -0.02 -0.02"><freejoint/><geom name="c" type="capsule"
+      size="0.05 0.1" euler="30 40 0"/></body>
+  </worldbody>
+  <contact>
+    <exclude body1="a" body2="b"/>
+    <pair geom1="b" geom2="a" condim="6" friction="0.5 0.4 0.03 0.002 0.001" margin="0.4"
+          gap="0.05" solref="0.03 0.9" solreffriction="0.01 0.5"/>
+    <pair geom1="a_weld" geom2="a11"/>
+  </contact>
+</mujoco>
+"""
+
+
+@pytest.mark.parametrize("flags", ["", 'filterparent="disable"'])
+def test_selection_and_parameters_match_mujoco(flags):
+    # every geom overlaps every other within its margin, so MuJoCo's contact set is exactly
+    # its candidate-pair set: same-body, weld, parent-child, contype, exclude, mocap-static
+    # and explicit-pair rules, and the parameter mixing (priority, solmix, direct solref,
+    # condim, friction, margin/gap, includemargin) are all checked against it
+    mjm = mujoco.MjModel.from_xml_string(SELECTION_XML.format(flags=flags))
+    ours, theirs = ours_and_theirs(mjm, [mjm.qpos0.copy()])
+    assert len(theirs[0]) > 10
+    worst = compare(ours[0], theirs[0])
+    for field in ("dist", "pos", "frame", "params"):
+        assert worst[field] < ANALYTIC_TOL, (field, worst)
+
+
+def brute_force_candidates(mjm: mujoco.MjModel) -> set[tuple[int, int]]:
+    """Candidate geom pairs straight from MuJoCo's compiled arrays (an independent count)."""
+    weld = mjm.body_weldid
+    pweld = weld[mjm.body_parentid[weld]]
+    moves = mjm.body_dofnum[weld] > 0
+    filterparent = not (mjm.opt.disableflags & DisableBit.FILTERPARENT)
+    excluded = set(mjm.exclude_signature.tolist())
+    explicit = {frozenset((int(a), int(b))) for a, b in zip(mjm.pair_geom1, mjm.pair_geom2)}
+    no_fn = {(0, 0), (0, 1), (1, 1)}
+    out = set()
+    for g1 in range(mjm.ngeom):
+        for g2 in range(g1 + 1, mjm.ngeom):
+            b1, b2 = sorted((mjm.geom_bodyid[g1], mjm.geom_bodyid[g2]))
+            t = tuple(sorted((mjm.geom_type[g1], mjm.geom_type[g2])))
+            if frozenset((g1, g2)) in explicit or t in no_fn:
+                continue
+            if weld[b1] == weld[b2] or not (moves[b1] or moves[b2]):
+                continue
+            if (filterparent and weld[b1] and weld[b2]
+                    and (weld[b1] == pweld[b2] or weld[b2] == pweld[b1])):
+                continue
+            if not (mjm.geom_contype[g1] & mjm.geom_conaffinity[g2]
+                    or mjm.geom_contype[g2] & mjm.geom_conaffinity[g1]):
+                continue
+            if (int(b1) << 16) + int(b2) in excluded:
+                continue
+            out.add((g1, g2))
+    for a, b in zip(mjm.pair_geom1, mjm.pair_geom2):
+        if tuple(sorted((mjm.geom_type[a], mjm.geom_type[b]))) not in no_fn:
+            out.add(tuple(sorted((int(a), int(b)))))
+    return out
+
+
+def _library_models():
+    from conftest import GYM_ASSETS, MJX_TEST_DATA
+
+    paths = sorted(GYM_ASSETS.glob("*.xml")) + sorted(MJX_TEST_DATA.glob("*.xml"))
+    paths += sorted(MJX_TEST_DATA.glob("*/*.xml"))
+    out = []
+    for p in paths:
+        try:  # a few mjx test models use features MuJoCo 4.0 rejects; those are not ours
+            mujoco.MjModel.from_xml_path(str(p))
+        except ValueError:
+            continue
+        out.append(p)
+    return out
+
+
+@pytest.mark.parametrize("path", _library_models(), ids=lambda p: p.name)
+def test_candidate_pairs_match_brute_force(path):
+    mjm = mujoco.MjModel.from_xml_path(str(path))
+    m = interop.model_from_mujoco(mjm)
+    ours = {tuple(sorted((int(a), int(b)))) for a, b, _ in pairs.geom_pairs(m)}
+    assert ours == brute_force_candidates(mjm)
+    # and every contact MuJoCo finds along a random rollout is a candidate
+    mjd = mujoco.MjData(mjm)
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        mjd.ctrl[:] = rng.uniform(-1, 1, mjm.nu)
+        mujoco.mj_step(mjm, mjd)
+        for c in mjd.contact[: mjd.ncon]:
+            assert tuple(sorted(c.geom)) in ours
