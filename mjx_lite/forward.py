@@ -292,44 +292,68 @@ _RK4_A = ((0.5, 0.0, 0.0), (0.0, 0.5, 0.0), (0.0, 0.0, 1.0))
 _RK4_B = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
 
 
+def _rot_dofs(m: Model) -> np.ndarray:
+    """(k, 3) static dof indices of ball joints and the rotations of free joints."""
+    jtype = np.asarray(m.jnt_type)
+    vadr = np.asarray(m.jnt_dofadr)
+    starts = np.concatenate([vadr[jtype == JointType.BALL], vadr[jtype == JointType.FREE] + 3])
+    return starts[:, None] + np.arange(3)
+
+
+def _dexp_inv(x, y):
+    """Inverse of the SO(3) exponential's differential at x applied to y (closed form)."""
+    th2 = jp.sum(x * x, axis=-1, keepdims=True)
+    small = th2 < 1e-8
+    th = jp.sqrt(jp.where(small, 1.0, th2))
+    half = 0.5 * th
+    c = jp.where(small, 1.0 / 12.0 + th2 / 720.0,
+                 (1.0 - half * jp.cos(half) / jp.sin(half)) / jp.where(small, 1.0, th2))
+    xy = jp.cross(x, y)
+    return y - 0.5 * xy + c * jp.cross(x, xy)
+
+
 def _rk4(m: Model, d: Data, loop: str, adjoint: str) -> Data:
-    """Classical RK4 (mj_RungeKutta). Data is left from the last stage's forward pass, with
-    the state (qpos, qvel, act, time) advanced from the initial one."""
+    """RK4 (mj_RungeKutta), with MuJoCo 4.0's Runge-Kutta-Munthe-Kaas correction for ball and
+    free rotations: each stage's angular velocity is mapped through dexp^-1 at minus the
+    stage's rotation vector before the stages are combined (found to match 4.0 exactly).
+
+    Data is left from the last stage's forward pass, except the state (advanced from the
+    initial one), qacc (the B-weighted acceleration, so qvel_next = qvel + h qacc) and
+    qacc_warmstart (the last stage's qacc).
+    """
     h = m.opt.timestep
-    a = np.array(_RK4_A)
-    c = a.sum(axis=1)
+    a = jp.asarray(np.array(_RK4_A))
+    c = jp.asarray(np.array(_RK4_A).sum(axis=1))
+    rot = _rot_dofs(m)
     x0 = d
-    vel = [d.qvel]
-    acc = [d.qacc]
-    actd = [d.act_dot]
 
     def stage(carry, i):
-        vels, accs, actds = carry  # (4, nv), (4, nv), (4, na); rows > i are zero
-        coef = jp.asarray(a)[i]  # weights of the stages before i + 1
-        dvel = coef @ vels[:3]
-        dacc = coef @ accs[:3]
-        dact = coef @ actds[:3]
+        ks, accs, actds = carry  # (4, nv), (4, nv), (4, na); rows > i are zero
+        dvel = a[i] @ ks[:3]
         di = x0.replace(
             qpos=integrate_pos(m, x0.qpos, dvel, h),
-            qvel=x0.qvel + h * dacc,
-            act=x0.act + h * dact,
-            time=x0.time + jp.asarray(c)[i] * h,
+            qvel=x0.qvel + h * (a[i] @ accs[:3]),
+            act=x0.act + h * (a[i] @ actds[:3]),
+            time=x0.time + c[i] * h,
         )
         di = forward(m, di, loop=loop, adjoint=adjoint)
-        vels = vels.at[i + 1].set(di.qvel)
+        k = di.qvel
+        if rot.size:
+            k = k.at[rot].set(_dexp_inv(-h * dvel[rot], di.qvel[rot]))
+        ks = ks.at[i + 1].set(k)
         accs = accs.at[i + 1].set(di.qacc)
         actds = actds.at[i + 1].set(di.act_dot)
-        return (vels, accs, actds), di
+        return (ks, accs, actds), di
 
-    zeros = lambda x: jp.zeros((4,) + x.shape, x.dtype).at[0].set(x)  # noqa: E731
-    init = (zeros(vel[0]), zeros(acc[0]), zeros(actd[0]))
-    (vels, accs, actds), stages = jax.lax.scan(stage, init, jp.arange(3))
+    first = lambda x: jp.zeros((4,) + x.shape, x.dtype).at[0].set(x)  # noqa: E731
+    init = (first(d.qvel), first(d.qacc), first(d.act_dot))
+    (ks, accs, actds), stages = jax.lax.scan(stage, init, jp.arange(3))
     last = jax.tree.map(lambda x: x[-1], stages)
     b = jp.asarray(_RK4_B)
-    dvel, dacc, dact = b @ vels, b @ accs, b @ actds
+    dvel, dacc, dact = b @ ks, b @ accs, b @ actds
     # restore the initial state, then advance it with the weighted derivatives
     last = last.replace(qpos=x0.qpos, qvel=x0.qvel, act=x0.act, time=x0.time,
-                        qacc_warmstart=x0.qacc)
+                        qacc=dacc, qacc_warmstart=last.qacc)
     return _advance(m, last, dact, dacc, dvel)
 
 

@@ -19,25 +19,41 @@ from mjx_lite.types import Model
 
 
 @functools.lru_cache(maxsize=64)
-def _levels_cached(parent_bytes: bytes, depth_bytes: bytes) -> tuple:
+def _plan_cached(parent_bytes: bytes, depth_bytes: bytes) -> tuple:
     parent = np.frombuffer(parent_bytes, dtype=np.int64)
     depth = np.frombuffer(depth_bytes, dtype=np.int64)
-    out = []
+    ids = [np.array([0])]
+    local_parent = []
     for lvl in range(1, int(depth.max(initial=0)) + 1):
-        ids = np.nonzero(depth == lvl)[0]
-        out.append((ids, parent[ids]))
-    return tuple(out)
+        lvl_ids = np.nonzero(depth == lvl)[0]
+        # a body's parent sits one level up: index it inside that level's array
+        pos_in_prev = {int(b): k for k, b in enumerate(ids[-1])}
+        local_parent.append(np.array([pos_in_prev[int(p)] for p in parent[lvl_ids]]))
+        ids.append(lvl_ids)
+    # concatenating the level arrays gives bodies in level order; this undoes it
+    order = np.argsort(np.concatenate(ids), kind="stable")
+    for a in ids + local_parent + [order]:
+        a.setflags(write=False)
+    return tuple(ids), tuple(local_parent), order
+
+
+def _plan(m: Model) -> tuple:
+    parent = np.asarray(m.body_parentid, dtype=np.int64)
+    depth = np.asarray(m.body_depth, dtype=np.int64)
+    return _plan_cached(parent.tobytes(), depth.tobytes())
 
 
 def levels(m: Model) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
     """Static (body ids, parent ids) per depth level 1..max, world (level 0) excluded."""
-    parent = np.asarray(m.body_parentid, dtype=np.int64)
-    depth = np.asarray(m.body_depth, dtype=np.int64)
-    return _levels_cached(parent.tobytes(), depth.tobytes())
+    ids, _, _ = _plan(m)
+    parent = np.asarray(m.body_parentid)
+    return tuple((i, parent[i]) for i in ids[1:])
 
 
 def scan_down(m: Model, fn, local, root):
     """Root -> leaves: out[i] = fn(out[parent[i]], local[i]); out[0] = root.
+
+    Each level gathers its parents from the level above by a static index; no scatter.
 
     Args:
       m: model (only static tree fields are read).
@@ -48,20 +64,39 @@ def scan_down(m: Model, fn, local, root):
     Returns:
       pytree of (nbody, ...) arrays.
     """
-    out = jax.tree.map(lambda loc, r: jp.zeros_like(loc).at[0].set(r), local, root)
-    for ids, pids in levels(m):
-        par = jax.tree.map(lambda o, p=pids: o[p], out)
-        loc = jax.tree.map(lambda x, i=ids: x[i], local)
-        val = fn(par, loc)
-        out = jax.tree.map(lambda o, v, i=ids: o.at[i].set(v), out, val)
-    return out
+    ids, local_parent, order = _plan(m)
+    prev = jax.tree.map(lambda r, loc: jp.asarray(r, dtype=loc.dtype)[None], root, local)
+    outs = [prev]
+    for lvl_ids, lp in zip(ids[1:], local_parent, strict=True):
+        par = jax.tree.map(lambda o, p=lp: o[p], prev)
+        loc = jax.tree.map(lambda x, i=lvl_ids: x[i], local)
+        prev = fn(par, loc)
+        outs.append(prev)
+    return jax.tree.map(lambda *xs: jp.concatenate(xs, axis=0)[order], *outs)
 
 
 def scan_up(m: Model, x):
-    """Leaves -> root: subtree sums, out[i] = x[i] + sum of out[c] over children c of i."""
-    for ids, pids in reversed(levels(m)):
-        x = jax.tree.map(lambda a, i=ids, p=pids: a.at[p].add(a[i]), x)
-    return x
+    """Leaves -> root: subtree sums, out[i] = x[i] + sum of out[c] over children c of i.
+
+    Each level adds its children with a static 0/1 matrix product (no scatter).
+    """
+    ids, local_parent, order = _plan(m)
+
+    def one(a):
+        acc = a[ids[-1]]
+        outs = [acc]
+        for lvl in range(len(ids) - 2, -1, -1):
+            n_par = len(ids[lvl])
+            lp = local_parent[lvl]
+            sel = np.zeros((n_par, len(lp)), dtype=np.float64)
+            sel[lp, np.arange(len(lp))] = 1.0
+            flat = acc.reshape(acc.shape[0], -1)
+            acc = a[ids[lvl]] + (jp.asarray(sel, dtype=a.dtype) @ flat).reshape(
+                (n_par,) + a.shape[1:])
+            outs.append(acc)
+        return jp.concatenate(outs[::-1], axis=0)[order]
+
+    return jax.tree.map(one, x)
 
 
 @functools.lru_cache(maxsize=64)

@@ -3,6 +3,23 @@
 Run by a developer (needs the test extra's ``mujoco``): element nesting and attribute names come
 from ``mujoco.mj_printSchema``; attribute types from the XML reference shipped in the wheel
 (``mujoco/doc/XMLreference.rst``). The engine never imports mujoco: it reads the generated table.
+
+What the reference does not say is measured by loading tiny models into mujoco (``_probe``, a
+few thousand loads, about a minute):
+- exactness: a vector attribute given N-1 of its N numbers is either rejected ("not enough data")
+  or read partially; measured per element (e.g. pos, quat, rgba, range, hfield size, texrepeat,
+  lengthrange are exact; size, friction, solref, solimp, gear, gainprm, surfacevel, sensor
+  interval, actuator damping are partial). ``PARTIAL`` only decides where a probe cannot reach
+  the attribute.
+- required attributes ("required attribute missing") and "one of ... must be specified" groups.
+- single precision: attributes MuJoCo stores as float reject magnitudes above 3.4e38 (rgba...).
+- keyword options the reference lists but MuJoCo rejects, int attributes that accept reals.
+Findings that hold for every attribute, checked by hand against 4.0.0 and encoded in parse.py:
+keywords are case-sensitive and unpadded ("Hinge", "TRUE", " RK4" are rejected; "Euler", "PGS",
+"Newton" are spelled so); ints are decimal, optionally signed, within int32 ("3.0", "3e0", "0x10"
+rejected); reals are C strtod numbers (inf, nan, hex floats accepted; "1_0", "1,2", "1d0"
+rejected; overflow to infinity rejected, underflow accepted); a numeric attribute that is empty
+or blank counts as absent; names and other strings are taken verbatim.
 """
 
 from __future__ import annotations
@@ -42,13 +59,18 @@ def _type(text: str, attr: str):
     if not m:
         return None
     kind, count = m.group(1), m.group(2)
-    if count is None:
+    default = re.search(r"'([^']*)'", text)
+    if count is None and default and len(default.group(1).split()) > 1:
+        # "real, '0 0 0'": a vector whose size only the default shows (4.0's polynomial joint
+        # and tendon stiffness/damping, pair solreffriction); MuJoCo reads it partially.
+        n = len(default.group(1).split())
+    elif count is None:
         n = 1
     elif count.isdigit():
         n = int(count)
     else:
         n = -1  # data-dependent length
-    exact = n > 1 and attr not in PARTIAL
+    exact = n > 1 and attr not in PARTIAL and not (count is None and default)
     return (kind, n if n != -1 else None, exact, required)
 
 
@@ -110,6 +132,105 @@ def _parse_print(text: str):
     return root
 
 
+_SKIP_PROBE = ("model", "attach")  # need real files; a missing one can stall the loader
+
+
+def _load_error(xml: str) -> str:
+    try:
+        mujoco.MjModel.from_xml_string(xml)
+    except Exception as e:  # noqa: BLE001 - any rejection is a finding
+        return str(e).split("\n")[0]
+    return ""
+
+
+def _fill_value(t: tuple) -> str:
+    kind, count = t[0], t[1]
+    if kind == "keyword":
+        return count[0]
+    if kind == "string":
+        return "zzqq"
+    return " ".join(["1"] * (count or 1))
+
+
+def _xml(path: list[dict], leaf: dict[str, str]) -> str:
+    """A model with the element at ``path`` (schema nodes below the root), ancestors filled."""
+    tags = []
+    for i, node in enumerate(path):
+        attrs = dict(node.get("_fill", {})) if i < len(path) - 1 else leaf
+        text = " ".join(f'{k}="{v}"' for k, v in attrs.items())
+        if node["world"]:  # probed as a body inside the world body
+            tags += [("worldbody", ""), ("body", text if i == len(path) - 1 else "")]
+            continue
+        tags.append((node["name"], text))
+    inner = ""
+    for tag, text in reversed(tags):
+        inner = f"<{tag} {text}>{inner}</{tag}>"
+    return f"<mujoco>{inner}</mujoco>"
+
+
+def _probe(node: dict, path: list[dict], findings: list[str]) -> None:
+    """Measures what the reference leaves open for one element (see the module docstring)."""
+    attrs = node["attrs"]
+    path = path + [node]
+    fill: dict[str, str] = {}
+    required, oneof = [], []
+    for _ in range(10):
+        err = _load_error(_xml(path, fill))
+        m = re.search(r"required attribute missing: '(\w+)'", err)
+        if m and m.group(1) in attrs and m.group(1) not in fill:
+            required.append(m.group(1))
+            fill[m.group(1)] = _fill_value(attrs[m.group(1)])
+            continue
+        if "one of" in err and "must be" in err:
+            groups = [tuple(re.findall(r"'(\w+)'", g))
+                      for g in re.findall(r"\([^)]*\)|'\w+'", err.split("one of", 1)[1])]
+            if groups and all(a in attrs for g in groups for a in g) and groups not in oneof:
+                oneof.append(groups)
+                fill.update({a: _fill_value(attrs[a]) for a in groups[0]})
+                continue
+        break
+    node["_fill"] = fill
+    node["required"] = required
+    node["oneof"] = oneof
+
+    def err_with(attr: str, value: str) -> str:
+        return _load_error(_xml(path, dict(fill, **{attr: value})))
+
+    single = []
+    for name, t in list(attrs.items()):
+        kind, count = t[0], t[1]
+        if kind in ("real", "int") and count and count > 1:
+            more = err_with(name, " ".join(["1"] * (count + 1)))
+            if "too much data" in more:
+                less = err_with(name, " ".join(["1"] * (count - 1)))
+                exact = "not have enough data" in less
+                if exact != t[2]:
+                    findings.append(f"{node['name']}.{name}: exact={exact} (measured)")
+                t = (kind, count, exact, t[3])
+        if kind == "real" and count:
+            if "too large" in err_with(name, " ".join(["1e39"] * count)):
+                single.append(name)
+        if kind == "int" and count == 1:
+            if "bad format" in err_with(name, "zzqq") and not err_with(name, "1.5"):
+                findings.append(f"{node['name']}.{name}: accepts reals, typed real")
+                t = ("real", 1, False, t[3])
+        if kind == "keyword":
+            options = tuple(o for o in count if "invalid keyword" not in err_with(name, o))
+            if options != count:
+                findings.append(f"{node['name']}.{name}: rejected options "
+                                f"{sorted(set(count) - set(options))}")
+                t = (kind, options, 1, t[3])
+        t = (t[0], t[1], t[2], name in required)  # measured, not the reference's word
+        attrs[name] = t
+    node["single"] = tuple(single)
+
+
+def _strip(node: dict) -> None:
+    node.pop("_fill", None)
+    for child in node["children"]:
+        _strip(child)
+
+
 def main():
     doc = os.path.join(os.path.dirname(mujoco.__file__), "doc", "XMLreference.rst")
     types = _reference_types(doc)
@@ -149,16 +270,44 @@ def main():
             annotate(child, path + [node["name"]])
 
     annotate(root, [])
+    findings: list[str] = []
+
+    def probe(node, path):
+        if node["name"] in _SKIP_PROBE:
+            node.update(required=[], oneof=[], single=())
+            for child in node["children"]:
+                probe(child, path + [node])
+            return
+        if path:  # the root <mujoco> has nothing to measure
+            _probe(node, path[1:], findings)
+        else:
+            node.update(required=[], oneof=[], single=())
+        for child in node["children"]:
+            probe(child, path + [node])
+
+    # frame and replicate are meta-elements outside mj_printSchema; they hold what a body holds
+    # ("like": "body") and are typed from the reference like everything else.
+    world = next(c for c in root["children"] if c["world"])
+    for name in ("frame", "replicate"):
+        node = {"name": name, "world": False, "repeat": "*", "like": "body",
+                "attrs": dict(types.get(name, {})), "children": []}
+        world["children"].append(node)
+    probe(root, [])
+    _strip(root)
     target = os.path.join(os.path.dirname(__file__), "..", "mjx_lite", "compiler", "schema.py")
     with open(target, "w") as f:
         f.write('"""MuJoCo 4.0\'s MJCF schema: element nesting and typed attributes.\n\n'
                 "Generated by scripts/gen_schema.py from mujoco.mj_printSchema and the XML "
                 "reference in\nthe mujoco 4.0.0 wheel. Do not edit by hand. Each node: name, "
                 "repeat (!, ?, *, R),\nattrs {name: (kind, count or None, exact, required)}; "
-                "keyword attrs: (\"keyword\", options,\n1, required).\n\"\"\"\n\n")
+                "keyword attrs: (\"keyword\", options,\n1, required); required: attribute "
+                "names MuJoCo demands; oneof: lists of alternative\nattribute groups of which "
+                "one must be given; single: attributes stored in single precision.\n"
+                "\"\"\"\n\n")
         f.write("# fmt: off\n")
         f.write("SCHEMA = " + pprint.pformat(root, width=100, sort_dicts=False) + "\n")
     print("attributes without a type in the reference (typed as string):", missing)
+    print("measured against mujoco:", *sorted(set(findings)), sep="\n  ")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ MESH_DEPENDENT = {"geom_size", "geom_pos", "geom_quat", "geom_aabb", "geom_rboun
                   "body_inertia", "body_ipos", "body_iquat", "body_subtreemass", "stat.meanmass",
                   "stat.meaninertia",
                   "dof_invweight0", "body_invweight0", "dof_M0", "actuator_acc0",
-                  "tendon_invweight0", "geom_fluid"}
+                  "tendon_invweight0", "geom_fluid", "cam_poscom0", "light_poscom0"}
 _NOT_IN_MJMODEL = {"names", "body_depth", "dof_depth", "signature", "numeric_data", "text_data"}
 
 

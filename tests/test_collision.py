@@ -40,6 +40,9 @@ PAIR_XML = {
     "sphere_cylinder": ('<geom type="sphere" size="0.2"/>',
                         '<geom type="cylinder" size="0.2 0.3"/>'),
     "sphere_box": ('<geom type="sphere" size="0.2"/>', '<geom type="box" size="0.2 0.3 0.1"/>'),
+    "capsule_box": ('<geom type="capsule" size="0.1 0.3"/>',
+                    '<geom type="box" size="0.2 0.3 0.1"/>'),
+    "box_box": ('<geom type="box" size="0.1 0.2 0.15"/>', '<geom type="box" size="0.2 0.3 0.1"/>'),
     "capsule_capsule": ('<geom type="capsule" size="0.1 0.3"/>',
                         '<geom type="capsule" size="0.15 0.2"/>'),
 }
@@ -293,3 +296,41 @@ def test_candidate_pairs_match_brute_force(path):
         mujoco.mj_step(mjm, mjd)
         for c in mjd.contact[: mjd.ncon]:
             assert tuple(sorted(c.geom)) in ours
+
+
+def _grad_states(mjm: mujoco.MjModel) -> list[np.ndarray]:
+    """Degenerate states: coincident centers, exact touching, aligned axes, face contact."""
+    plane = mjm.geom_type[0] == mujoco.mjtGeom.mjGEOM_PLANE
+    g2 = mjm.body_geomadr[mjm.nbody - 1]
+    out = []
+    for height in (0.0, mjm.geom_size[g2][0], 0.5 * mjm.geom_size[g2][0]):
+        for quat in ([1.0, 0, 0, 0], [np.cos(0.3), np.sin(0.3), 0, 0]):
+            q = mjm.qpos0.copy()
+            if plane:
+                q[:3] = [0.1, 0.2, height]
+            else:
+                q[:3] = 0.0
+                q[3:7] = [1.0, 0, 0, 0]
+                q[7:10] = [0.0, 0.0, height]
+            q[-4:] = quat
+            out.append(q)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(PAIR_XML))
+def test_grad_dist_finite(name):
+    from mjx_lite import smooth
+
+    mjm = pair_model(*PAIR_XML[name])
+    m = interop.model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_forward(mjm, mjd)
+    d = interop.data_from_mujoco(mjm, mjd, m)
+
+    def total(q):
+        c = collision(m, smooth.kinematics(m, d.replace(qpos=q))).contact
+        return jp.sum(jp.where(c.valid, c.dist, 0.0) + c.pos.sum(-1) + c.frame.sum((-1, -2)))
+
+    qs = jp.asarray(np.stack(_grad_states(mjm)))
+    grads = jax.jit(jax.vmap(jax.grad(total)))(qs)
+    assert np.all(np.isfinite(np.asarray(grads))), (name, np.asarray(grads))

@@ -76,6 +76,17 @@ def test_every_mjx_lite_enum_is_checked():
     assert enums == set(ENUMS)
 
 
+
+def test_new_members_named_in_the_checklist():
+    """The 4.0 additions SPEC-CHECKLIST's first paragraph names, with their values."""
+    assert mujoco.mjtIntegrator.mjINT_DISCRETE == types.IntegratorType.DISCRETE == 4
+    assert mujoco.mjtDyn.mjDYN_DCMOTOR == types.DynType.DCMOTOR == 5
+    assert mujoco.mjtDyn.mjDYN_PID == types.DynType.PID == 6
+    assert mujoco.mjtGain.mjGAIN_SO3 == types.GainType.SO3 == 4
+    assert mujoco.mjtTrn.mjTRN_SO3 == types.TrnType.SO3 == 6
+    assert mujoco.mjtSensor.mjSENS_GEOMDIST == types.SensorType.GEOMDIST == 39
+    assert mujoco.mjtSensor.mjSENS_TACTILE == types.SensorType.TACTILE == 46
+
 # Defaults of mjOption in 4.0 (an empty model). ccd_iterations is 35; the 3.x seed says 50.
 OPTION_DEFAULTS = {
     "timestep": 0.002, "impratio": 1.0, "tolerance": 1e-8, "ls_tolerance": 0.01,

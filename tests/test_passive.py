@@ -8,7 +8,8 @@ import pytest
 
 from mjx_lite import interop
 from mjx_lite.passive import passive
-from tests.parity import assert_close
+
+from parity import assert_close
 
 RTOL = 1e-8
 FIELDS = ("qfrc_spring", "qfrc_damper", "qfrc_gravcomp", "qfrc_fluid", "qfrc_passive")

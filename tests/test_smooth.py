@@ -25,6 +25,8 @@ jax.config.update("jax_enable_x64", True)
 RTOL = 1e-9
 # Central finite differences of qfrc_bias (step 1e-6) against jax.grad.
 GRAD_RTOL = 1e-5
+# Float32 pipeline against MuJoCo's float64 (a few hundred float32 ulps).
+F32_RTOL = 1e-4
 
 POS_FIELDS = (
     "xpos", "xquat", "xmat", "xipos", "ximat", "xanchor", "xaxis", "geom_xpos", "geom_xmat",
@@ -276,8 +278,13 @@ def test_gym_parity(gym_case):
 
 
 def test_gravity_disabled():
-    mjm = mujoco.MjModel.from_xml_path(str(GYM_ASSETS / "hopper.xml"))
-    mjm.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_GRAVITY
+    """The gravity disable bit (128 in MuJoCo 4.0) removes gravity from qfrc_bias."""
+    xml = """<mujoco><option><flag gravity="disable"/></option><worldbody>
+      <body pos="0 0 1"><joint type="ball"/><geom type="capsule" fromto="0 0 0 .3 0 0" size=".05"/>
+        <body pos=".3 0 0"><joint axis="0 1 0"/><geom size=".1" pos=".1 0 0"/></body></body>
+      </worldbody></mujoco>"""
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    assert mjm.opt.disableflags & 128
     case = Case(mjm)
     s = case.state(np.random.default_rng(3))
     compare(case, case.ours(*s), case.reference(*s), ("qfrc_bias",), RTOL, model="nogravity")
@@ -367,6 +374,21 @@ def test_jit_vmap_64_states(ant_case):
                                                         "actuator_moment"), RTOL, model=name)
 
 
+def test_float32(ant_case):
+    """The pipeline keeps float32 inputs float32 (no silent promotion) and stays accurate."""
+    case = ant_case
+    f32 = lambda x: x.astype(jp.float32) if jp.issubdtype(x.dtype, jp.floating) else x  # noqa: E731
+    m32 = jax.tree.map(f32, case.m)
+    s = case.state(np.random.default_rng(13))
+    d = case.d0.replace(qpos=jp.asarray(s[0]), qvel=jp.asarray(s[1]))
+    out = jax.jit(_pipeline)(m32, jax.tree.map(f32, d))
+    mjd = case.reference(*s)
+    for name in ("xpos", "cinert", "qM", "qLDiagInv", "cvel", "qfrc_bias", "actuator_moment"):
+        assert getattr(out, name).dtype == jp.float32, name
+    compare(case, out, mjd, ("xpos", "xquat", "cinert", "cdof", "qM", "cvel", "qfrc_bias"),
+            F32_RTOL, model="ant-float32")
+
+
 def _grad_check(case, rng):
     qpos, qvel, mpos, mquat = case.state(rng)
     w = jp.asarray(rng.standard_normal(case.mjm.nv))
@@ -405,7 +427,7 @@ def test_grad_finite_at_identity(ant_case):
         d = _pipeline(case.m, case.d0.replace(qpos=q, qvel=v))
         return jp.sum(d.qfrc_bias) + jp.sum(d.subtree_angmom) + jp.sum(d.actuator_length)
 
-    g = jax.grad(scalar, argnums=(0, 1))(jp.asarray(mjm.qpos0), jp.zeros(mjm.nv))
+    g = jax.jit(jax.grad(scalar, argnums=(0, 1)))(jp.asarray(mjm.qpos0), jp.zeros(mjm.nv))
     assert all(np.all(np.isfinite(np.asarray(x))) for x in g)
 
 
@@ -454,19 +476,35 @@ def test_quaternion_helpers():
 
 
 def test_spatial_helpers():
+    """Spatial algebra against its definitions: crossMotion is the 6x6 matrix [w]x, [v]x; [w]x
+    acting on motions, crossForce its negative transpose; mju_mulInertVec is checked through
+    qM and qfrc_bias in the parity tests."""
     rng = np.random.default_rng(10)
     v, u = rng.standard_normal(6), rng.standard_normal(6)
-    want = np.zeros(6)
-    mujoco.mju_crossMotion(want, v, u)
-    assert_close("motion_cross", math.motion_cross(jp.asarray(v), jp.asarray(u)), want, 1e-14)
-    mujoco.mju_crossForce(want, v, u)
-    assert_close("force_cross", math.force_cross(jp.asarray(v), jp.asarray(u)), want, 1e-14)
-    inert = rng.standard_normal(10)
-    mujoco.mju_mulInertVec(want, inert, v)
-    assert_close("inert_mul", math.inert_mul(jp.asarray(inert), jp.asarray(v)), want, 1e-14)
+
+    def skew(a):
+        return np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
+
+    w, vl = skew(v[:3]), skew(v[3:])
+    motion = np.block([[w, np.zeros((3, 3))], [vl, w]])
+    assert_close("motion_cross", math.motion_cross(jp.asarray(v), jp.asarray(u)), motion @ u,
+                 1e-14)
+    assert_close("force_cross", math.force_cross(jp.asarray(v), jp.asarray(u)), -motion.T @ u,
+                 1e-14)
+    # inertia of a point mass m at offset c: angular I = m(|c|^2 - cc'), linear m
+    mass, c = 1.7, rng.standard_normal(3)
+    full = mass * (c @ c * np.eye(3) - np.outer(c, c))
+    inert = np.r_[full[0, 0], full[1, 1], full[2, 2], full[0, 1], full[0, 2], full[1, 2],
+                  mass * c, mass]
+    spatial = np.block([[full, mass * skew(c)], [-mass * skew(c), mass * np.eye(3)]])
+    assert_close("inert_mul", math.inert_mul(jp.asarray(inert), jp.asarray(v)), spatial @ v,
+                 1e-14)
+    got = math.inert_com(jp.zeros(3), jp.eye(3), jp.asarray(c), mass)
+    assert_close("inert_com", got, inert, 1e-14)
     new, old = rng.standard_normal(3), rng.standard_normal(3)
+    want = np.zeros(6)
     for flg, fn in ((0, math.transform_motion), (1, math.transform_force)):
-        mujoco.mju_transformSpatial(want, v, flg, new, old, None)
+        mujoco.mju_transformSpatial(want, v, flg, new, old, np.eye(3).ravel())
         assert_close(f"transform {flg}", fn(jp.asarray(v), jp.asarray(new), jp.asarray(old)),
                      want, 1e-14)
 

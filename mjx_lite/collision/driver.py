@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.collision import primitive
+from mjx_lite.collision import box, primitive
 from mjx_lite.collision.pairs import PairGroup, pair_groups
 from mjx_lite.collision.types import EMPTY_DIST, Contact, make_frame
 from mjx_lite.types import Data, DisableBit, EnableBit, GeomType, Model
@@ -32,6 +32,8 @@ COLLIDERS = {
     (_G.SPHERE, _G.CYLINDER): primitive.sphere_cylinder,
     (_G.SPHERE, _G.BOX): primitive.sphere_box,
     (_G.CAPSULE, _G.CAPSULE): primitive.capsule_capsule,
+    (_G.CAPSULE, _G.BOX): primitive.capsule_box,
+    (_G.BOX, _G.BOX): box.box_box,
 }
 MINVAL = 1e-15
 

@@ -277,3 +277,153 @@ def sphere_box(pos1, mat1, size1, pos2, mat2, size2, margin):
 
 
 sphere_box.NCON = 1
+
+
+def _capsule_box_feature(pos, halfaxis, hl, size, margin, radius):
+    """Closest box feature to the capsule segment, in the box frame.
+
+    Scans the two segment ends against the faces, then the 12 box edges (segment-segment),
+    keeping the first strict minimum as MuJoCo's loop does. Returns (cltype, clface, clcorner,
+    cledge, bestsegmentpos, bestboxpos): cltype -3/-1 for a face at segment end -1/+1,
+    0..8 = 3*s1 + s2 for an edge (s: 0 lower end, 1 interior, 2 upper end), -4 for none.
+    """
+    dt = pos.dtype
+    best = margin + 2 * (radius + hl + jp.sum(size))
+    cltype = jp.array(-4)
+    clface = jp.array(-1)
+    clcorner = jp.array(0)
+    cledge = jp.array(0)
+    bsp = jp.zeros((), dt)
+    bbp = jp.zeros((), dt)
+    for i in (-1, 1):
+        p = pos + i * halfaxis
+        out = (p < -size) | (p > size)
+        nclamp = jp.sum(out)
+        last = jp.max(jp.where(out, jp.arange(3), -1))
+        d = jp.sum((jp.clip(p, -size, size) - p) ** 2)
+        take = (nclamp <= 1) & (d < best)
+        best = jp.where(take, d, best)
+        bsp = jp.where(take, float(i), bsp)
+        cltype = jp.where(take, -2 + i, cltype)
+        clface = jp.where(take, last, clface)
+    mc = hl * hl
+    for j in range(3):
+        for i in range(8):
+            if i & (1 << j):
+                continue
+            corner = jp.array([(1 if i & 1 else -1), (1 if i & 2 else -1),
+                               (1 if i & 4 else -1)], dt) * size
+            corner = corner.at[j].set(0.0)
+            dif = corner - pos
+            ma = size[j] * size[j]
+            mb = -size[j] * halfaxis[j]
+            u = -size[j] * dif[j]
+            v = jp.dot(halfaxis, dif)
+            det = ma * mc - mb * mb
+            ok = jp.abs(det) >= MINVAL
+            idet = 1 / jp.where(ok, det, 1.0)
+            imc = 1 / jp.where(mc > 0, mc, 1.0)
+            ima = 1 / jp.where(ma > 0, ma, 1.0)
+            x1 = (mc * u - mb * v) * idet
+            x2 = (ma * v - mb * u) * idet
+            s1 = jp.where(x1 > 1, 2, jp.where(x1 < -1, 0, 1))
+            x2 = jp.where(x1 > 1, (v - mb) * imc, jp.where(x1 < -1, (v + mb) * imc, x2))
+            x1 = jp.clip(x1, -1, 1)
+            s2 = jp.where(x2 > 1, 2, jp.where(x2 < -1, 0, 1))
+            x1n = jp.where(x2 > 1, (u - mb) * ima, (u + mb) * ima)
+            s1n = jp.where(x1n > 1, 2, jp.where(x1n < -1, 0, s1))
+            clipped2 = s2 != 1
+            x1 = jp.where(clipped2, jp.clip(x1n, -1, 1), x1)
+            s1 = jp.where(clipped2, s1n, s1)
+            x2 = jp.clip(x2, -1, 1)
+            dd = dif - halfaxis * x2
+            dd = dd.at[j].add(size[j] * x1)
+            d = jp.dot(dd, dd)
+            c1 = s1 * 3 + s2
+            take = ok & (d < best - MINVAL)
+            best = jp.where(take, d, best)
+            bsp = jp.where(take, x2, bsp)
+            bbp = jp.where(take, x1, bbp)
+            clcorner = jp.where(take, i + (1 << j) * (c1 // 6), clcorner)
+            cledge = jp.where(take, j, cledge)
+            cltype = jp.where(take, c1, cltype)
+    return cltype, clface, clcorner, cledge, bsp, bbp
+
+
+def _ratio(num, den):
+    """num / |den| where den != 0, else +inf-like (never chosen by a min)."""
+    ok = den != 0
+    return jp.where(ok, num / jp.where(ok, jp.abs(den), 1.0), 1e30)
+
+
+def capsule_box(pos1, mat1, size1, pos2, mat2, size2, margin):
+    radius, hl = size1[0], size1[1]
+    size = size2
+    pos = mat2.T @ (pos1 - pos2)
+    axis = mat2.T @ mat1[:, 2]
+    halfaxis = axis * hl
+    bit = lambda b: jp.where(b, 1, 0)  # noqa: E731
+    axisdir = bit(halfaxis[0] > 0) + 2 * bit(halfaxis[1] > 0) + 4 * bit(halfaxis[2] > 0)
+    cltype, clface, clcorner, cledge, bsp, bbp = _capsule_box_feature(
+        pos, halfaxis, hl, size, margin, radius)
+    none = cltype == -4
+    edge_mid = (cltype >= 0) & (cltype // 3 == 1)
+    corner_case = (cltype >= 0) & ~edge_mid
+
+    # a box corner is closest: slide along the box edge or face that the segment follows
+    c = jp.bitwise_xor(axisdir, clcorner)
+    flip = (c == 3) | (c == 5) | (c == 6)
+    mul_a = jp.where(flip, -1.0, 1.0)
+    c_a = jp.where(flip, 7 - c, c)
+    de = jp.where(flip, 1 + bsp, 1 - bsp)
+    dp = jp.where(flip, 1 - bsp, 1 + bsp)
+    ax = jp.where(c_a == 1, 0, jp.where(c_a == 2, 1, 2))
+    ax1, ax2 = (ax + 1) % 3, (ax + 2) % 3
+    along = axis[ax] ** 2 > 0.5
+    sp_edge = jp.minimum(de, _ratio(2 * size[ax], halfaxis[ax])) * mul_a
+    sp_face = jp.minimum(jp.minimum(dp, _ratio(2 * size[ax1], halfaxis[ax1])),
+                         _ratio(2 * size[ax2], halfaxis[ax2])) * -mul_a
+    sp_a = jp.where(along, sp_edge, sp_face)
+    has_a = corner_case & (c != 0) & (c != 7)
+
+    # the interior of a box edge is closest: second point where the segment leaves the box
+    cb = jp.bitwise_and(c, 7 - jp.left_shift(1, cledge))
+    has_b = edge_mid & ((cb == 1) | (cb == 2) | (cb == 4))
+    bx = cledge
+    b1, b2 = (bx + 1) % 3, (bx + 2) % 3
+    b1 = jp.where(jp.abs(axis[b1]) > jp.abs(axis[b2]), b2, b1)
+    b2 = 3 - bx - b1
+    up = jp.bitwise_and(cb, jp.left_shift(1, b2)) != 0
+    mul_b = jp.where(up, 1.0, -1.0)
+    sp_b = jp.where(up, 1 - bsp, 1 + bsp)
+    sp_b = jp.minimum(sp_b, _ratio(2 * size[b2], halfaxis[b2]))
+    same = (jp.bitwise_and(axisdir, jp.left_shift(1, bx)) != 0) == up
+    e2 = jp.where(same, 1 - bbp, 1 + bbp)
+    sp_b = jp.minimum(sp_b, _ratio(size[bx] * e2, halfaxis[bx])) * mul_b
+
+    # a segment end is closest to a face: second point where the segment leaves that face
+    mul_c = jp.where(cltype == -3, 1.0, -1.0)
+    start = pos - halfaxis * mul_c
+    sp_c = jp.asarray(2.0, pos.dtype)
+    for i in range(3):
+        okh = halfaxis[i] != 0
+        hden = jp.where(okh, halfaxis[i], 1.0)
+        for bound in (size[i], -size[i]):
+            e = (bound - start[i]) / hden * mul_c
+            sp_c = jp.where(okh & (i != clface) & (e > 0) & (e < sp_c), e, sp_c)
+    sp_c = sp_c * mul_c
+    has_c = (cltype < 0) & ~none & (clface != -1)
+
+    second = jp.where(has_a, sp_a, jp.where(has_b, sp_b, sp_c))
+    has_second = has_a | has_b | has_c
+    pts = pos[None] + halfaxis[None] * jp.stack([bsp, bsp + jp.where(has_second, second, 0.0)]
+                                                )[:, None]
+    centers = pts @ mat2.T + pos2[None]
+    dist, cpos, normal, tangent, valid = jax.vmap(
+        lambda p: sphere_box(p, mat1, size1, pos2, mat2, size2, margin))(centers)
+    valid = valid[:, 0] & ~none & jp.array([True, False]) | (
+        valid[:, 0] & ~none & has_second & jp.array([False, True]))
+    return dist[:, 0], cpos[:, 0], normal[:, 0], tangent[:, 0], valid
+
+
+capsule_box.NCON = 2

@@ -64,6 +64,7 @@ def _assets(spec: Spec, ctx: Context) -> tuple[dict, dict, dict]:
 
     meshes, hfields, fields = {}, {}, {}
     mats = []
+    colliding = _colliding_meshes(spec)
     for el in spec.section("asset"):
         if el.tag == "mesh":
             name = el.attrs.get("name")
@@ -83,7 +84,8 @@ def _assets(spec: Spec, ctx: Context) -> tuple[dict, dict, dict]:
             meshes[mesh_id] = mesh_module.compile_mesh(
                 vert, face, scale=el.vec("scale", (1, 1, 1)), refpos=el.vec("refpos", (0, 0, 0)),
                 refquat=el.vec("refquat", (1, 0, 0, 0)), maxhullvert=el.get("maxhullvert", -1),
-                inertia=el.get("inertia", "legacy"), where=el.where())
+                inertia=el.get("inertia", "legacy"), where=el.where(),
+                need_hull=(name or "") in colliding)
         elif el.tag == "hfield":
             name = el.attrs.get("name")
             if name is None and el.has("file"):
@@ -113,6 +115,20 @@ def _assets(spec: Spec, ctx: Context) -> tuple[dict, dict, dict]:
                           ("reflectance", 0.0), ("metallic", -1.0), ("roughness", -1.0)):
         fields[f"mat_{attr}"] = np.array([m.get(attr, default) for m in mats], dtype=np.float32)
     return meshes, hfields, fields
+
+
+def _colliding_meshes(spec: Spec) -> set[str]:
+    """Names of meshes used by a mesh geom that can collide: MuJoCo builds hulls only for
+    those, so a visual-only mesh that qhull cannot handle still compiles."""
+    names = set()
+    stack = list(spec.root.find("worldbody"))
+    while stack:
+        el = stack.pop()
+        stack.extend(el.children)
+        if el.tag == "geom" and el.has("mesh") and el.get("type", "sphere") == "mesh" and (
+                el.get("contype", 1) or el.get("conaffinity", 1)):
+            names.add(el.get("mesh"))
+    return names
 
 
 def _mesh_fields(meshes: dict) -> dict:
@@ -263,6 +279,7 @@ def compile_spec(spec: Spec) -> Model:
         out = step(ctx)
         pending.extend(out.pop("_pending", []))
         ctx.fields.update(out)
+    ctx.fields.update(_tendon_coupling(ctx.fields))
     model = _to_model(ctx, spec, sizes)
     model = _apply_const(model)
     return model
@@ -285,19 +302,19 @@ def _body_fields(tb, f: dict, sizes: dict) -> dict:
         "body_ipos"][b], build._IDENTITY) for b in range(nbody)], dtype=np.uint8)
     sameframe[0] = 1
     gravcomp = np.array(tb.body["gravcomp"], dtype=float)
-    simple, simplenum = _simple(tb, f, sameframe)
+    simple = _simple(tb, f, sameframe)
     return dict(
         body_pos=np.array(tb.body["pos"]).reshape(nbody, 3),
         body_quat=np.array(tb.body["quat"]).reshape(nbody, 4),
         body_subtreemass=subtree, body_mocapid=mocapid, nmocap=int(mocap.sum()),
         body_sameframe=sameframe, body_gravcomp=gravcomp, ngravcomp=int((gravcomp > 0).sum()),
         body_user=build._user_array(tb.body["user"], tb.body["el"], sizes["nuser_body"], "body"),
-        body_simple=simple, dof_simplenum=simplenum,
+        body_simple=simple,
     )
 
 
-def _simple(tb, f: dict, sameframe: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """body_simple and dof_simplenum: bodies whose dofs give a diagonal block of M."""
+def _simple(tb, f: dict, sameframe: np.ndarray) -> np.ndarray:
+    """body_simple before tendons: bodies whose dofs give a constant diagonal block of M."""
     nbody, nv = f["nbody"], f["nv"]
     # Measured on MuJoCo 4.0: a child of the world, without children, whose inertial frame is
     # the body frame; 2 when all its joints are slides (value meanings from mjmodel.h).
@@ -315,11 +332,33 @@ def _simple(tb, f: dict, sameframe: np.ndarray) -> tuple[np.ndarray, np.ndarray]
         if parent[b] == 0 and not has_children[b] and sameframe[b] == SameFrame.BODY and \
                 rotational <= 1 and _diagonal_block(tb, f, b):
             simple[b] = 2 if jtypes and all(t == JointType.SLIDE for t in jtypes) else 1
+    return simple
+
+
+def _tendon_coupling(f: dict) -> dict:
+    """Tendons couple what they pass through, so their bodies are not simple (measured on
+    MuJoCo 4.0: the world stays simple unless the tendon has armature)."""
+    simple = f["body_simple"].copy()
+    for t in range(f.get("ntendon", 0)):
+        adr, num = f["tendon_adr"][t], f["tendon_num"][t]
+        for w in range(adr, adr + num):
+            wtype, obj = f["wrap_type"][w], f["wrap_objid"][w]
+            if wtype == 1:  # joint
+                body = f["jnt_bodyid"][obj]
+            elif wtype == 3:  # site
+                body = f["site_bodyid"][obj]
+            elif wtype in (4, 5):  # sphere, cylinder
+                body = f["geom_bodyid"][obj]
+            else:
+                continue
+            if body != 0 or f["tendon_armature"][t] > 0:
+                simple[body] = 0
+    nv = f["nv"]
     simplenum = np.zeros(nv, dtype=np.int32)
     for d in range(nv - 1, -1, -1):
         if simple[f["dof_bodyid"][d]]:
             simplenum[d] = 1 + (simplenum[d + 1] if d + 1 < nv else 0)
-    return simple, simplenum
+    return dict(body_simple=simple, dof_simplenum=simplenum)
 
 
 def _diagonal_block(tb, f: dict, b: int) -> bool:
@@ -507,7 +546,8 @@ def _statistic(spec: Spec, f: dict) -> Statistic:
     """meanmass is the mean body mass; meaninertia comes from set_const (mean diagonal of M at
     qpos0). <statistic> overrides both, as in MuJoCo."""
     nbody = f["nbody"]
-    meanmass = float(f["body_mass"][1:].mean()) if nbody > 1 else 0.0
+    # MuJoCo 4.0 reports 1 for a model with no body besides the world (measured).
+    meanmass = float(f["body_mass"][1:].mean()) if nbody > 1 else 1.0
     values = dict(meaninertia=1.0, meanmass=meanmass)
     for el in spec.root.find("statistic"):
         for attr in values:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mjx_lite.compiler import frames, inertia
+from mjx_lite.compiler import frames, hfield, inertia
+from mjx_lite.compiler import mesh as mesh_module
 from mjx_lite.compiler.context import Context
 from mjx_lite.compiler.frames import quat_mul, quat_rotate
 from mjx_lite.compiler.parse import Element, Spec
@@ -49,11 +50,15 @@ class _Local:
         return _Local(self.pos + quat_rotate(self.quat, pos), quat_mul(self.quat, quat))
 
 
-def _same(a, b, tol=1e-10) -> bool:
+# MuJoCo 4.0 treats frames closer than this (per coordinate) as the same (measured).
+_SAMEFRAME_TOL = 1e-6
+
+
+def _same(a, b, tol=_SAMEFRAME_TOL) -> bool:
     return bool(np.all(np.abs(np.asarray(a) - np.asarray(b)) < tol))
 
 
-def _same_quat(a, b, tol=1e-10) -> bool:
+def _same_quat(a, b, tol=_SAMEFRAME_TOL) -> bool:
     return _same(a, b, tol) or _same(a, -np.asarray(b), tol)
 
 
@@ -223,8 +228,6 @@ class TreeBuilder:
             dataid = ctx.lookup("mesh", el.get("mesh"), el, "mesh")
             mesh = self.meshes[dataid]
             if gtype != GeomType.MESH:
-                from mjx_lite.compiler import mesh as mesh_module
-
                 fitted, offset, fit_quat = mesh_module.fit_primitive(
                     mesh, int(gtype), el.get("fitscale", 1.0),
                     self.ctx.spec.compiler("fitaabb", "false") == "true")
@@ -246,15 +249,14 @@ class TreeBuilder:
             if not el.has("hfield"):
                 raise el.error("hfield geom requires attribute 'hfield'")
             dataid = ctx.lookup("hfield", el.get("hfield"), el, "hfield")
-            size = np.asarray(self.hfields[dataid].size[:3], dtype=float).copy()
+            size = hfield.hfield_geom_size(self.hfields[dataid].size)
         count = _SIZE_COUNT[gtype]
         if gtype not in (GeomType.PLANE, GeomType.HFIELD, GeomType.MESH) and mesh is None:
             if np.any(size[:count] <= 0) and not (gtype == GeomType.PLANE):
                 raise el.error(f"attribute 'size' must have {count} positive value(s) for "
                                f"{el.get('type', 'sphere')} geoms")
         if gtype == GeomType.MESH and mesh_for_geom is not None:
-            lo, hi = _mesh_extent({"mesh": mesh_for_geom})
-            size = np.maximum(-lo, hi)  # what MuJoCo 4.0 stores as a mesh geom's size
+            size = mesh_module.mesh_geom_size(mesh_for_geom)
         placed = frame.compose(pos, quat)
         fluid = np.zeros(12)
         if el.get("fluidshape", "none") == "ellipsoid":
@@ -511,18 +513,10 @@ def _geom_bounds(info: dict) -> tuple[float, np.ndarray]:
     if gtype == GeomType.BOX:
         return float(np.linalg.norm(s)), np.array([0, 0, 0, s[0], s[1], s[2]])
     if gtype == GeomType.HFIELD:
-        hs = info["hfield_size"]
-        half_z = (hs[2] + hs[3]) / 2
-        return float(np.linalg.norm([hs[0], hs[1], max(hs[2], hs[3])])), \
-            np.array([0, 0, (hs[2] - hs[3]) / 2, hs[0], hs[1], half_z])
-    lo, hi = _mesh_extent(info)
-    return float(np.linalg.norm(np.maximum(-lo, hi))), np.concatenate([(lo + hi) / 2,
-                                                                       (hi - lo) / 2])
-
-
-def _mesh_extent(info: dict) -> tuple[np.ndarray, np.ndarray]:
-    vert = np.asarray(info["mesh"].vert64, dtype=float)
-    return vert.min(0), vert.max(0)
+        aabb = hfield.hfield_geom_aabb(info["hfield_size"])
+        return float(np.linalg.norm(np.abs(aabb[:3]) + aabb[3:])), aabb
+    aabb = mesh_module.mesh_geom_aabb(info["mesh"])
+    return float(np.linalg.norm(mesh_module.mesh_geom_size(info["mesh"]))), aabb
 
 
 def geom_mass_inertia(info: dict) -> tuple[float, np.ndarray]:
@@ -530,8 +524,6 @@ def geom_mass_inertia(info: dict) -> tuple[float, np.ndarray]:
     gtype, size = info["type"], info["size"]
     el = info["el"]
     if gtype == GeomType.MESH:
-        from mjx_lite.compiler import mesh as mesh_module
-
         return mesh_module.mesh_geom_mass_inertia(info["mesh"], info["density"], info["mass"],
                                                   info["shellinertia"], el.where())
     if gtype in (GeomType.PLANE, GeomType.HFIELD):

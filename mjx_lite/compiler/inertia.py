@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mjx_lite.compiler.frames import quat_to_mat
+from mjx_lite.compiler.frames import mat_to_quat, quat_to_mat
 from mjx_lite.types import GeomType
 
 _PI = np.pi
@@ -106,12 +106,23 @@ def combine(masses, inertias, positions, quats) -> tuple[float, np.ndarray, np.n
 
 
 def principal(tensor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Principal moments (descending) and frame quaternion, with MuJoCo's Jacobi eigensolver
-    so that degenerate and already-diagonal tensors give the same frame MuJoCo stores."""
-    from mjx_lite.compiler.mesh import eig3
+    """Principal moments in decreasing order and the quaternion of their frame.
 
-    values, quat = eig3((tensor + tensor.T) / 2)
-    return np.asarray(values, dtype=float), np.asarray(quat, dtype=float)
+    An already-diagonal tensor keeps the body axes (sorted), as MuJoCo's Jacobi solver does
+    with nothing to rotate; that matters when moments repeat and the frame is otherwise free.
+    Other frames equal MuJoCo's up to the sign of each axis.
+    """
+    tensor = (tensor + tensor.T) / 2
+    scale = max(np.abs(np.diag(tensor)).max(), 1e-300)
+    if np.abs(tensor - np.diag(np.diag(tensor))).max() <= 1e-14 * scale:
+        values, vectors = np.diag(tensor).copy(), np.eye(3)
+    else:
+        values, vectors = np.linalg.eigh(tensor)
+    order = np.argsort(-values, kind="stable")
+    values, vectors = values[order], vectors[:, order]
+    if np.linalg.det(vectors) < 0:
+        vectors[:, 2] = -vectors[:, 2]
+    return values, mat_to_quat(vectors)
 
 
 def full_inertia_matrix(full: np.ndarray) -> np.ndarray:

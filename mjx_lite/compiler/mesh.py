@@ -27,10 +27,10 @@ from mjx_lite.errors import MJCFError
 _MINVAL = 1e-15  # mjMINVAL
 _EPS = 1e-14  # mjEPS
 # Stopping and sorting tolerance of the compiler's Jacobi eigensolver, relative to the largest
-# diagonal entry. MuJoCo 4.0 replaced 3.x's absolute 1e-12 tests with a scale-free rule we could
-# only measure, not read: this threshold reproduces its mesh frames bit for bit on ~99% of random
-# meshes, and elsewhere differs by one Jacobi rotation below ~2e-7 rad.
-_EIG_REL = 9.05e-8
+# diagonal entry of the input matrix. MuJoCo 4.0 replaced 3.x's absolute 1e-12 tests with a
+# scale-free rule; we inferred this one from its outputs (it reproduces every one of 400 random
+# meshes' frames bit for bit), not from its source.
+_EIG_REL = 1e-7
 _STL_MAXFACE = 200000
 INERTIA_TYPES = ("convex", "exact", "legacy", "shell")
 
@@ -48,8 +48,8 @@ class MeshResult:
       vert64: (nvert, 3) float64 the same vertices before the float32 cast (what MuJoCo's compiler
         uses for aabb, fitting and geom sizes).
       face: (nface, 3) int32 mesh_face (the convex hull's faces when the asset has none).
-      pos: (3,) mesh_pos, the centre of mass in the scaled asset frame.
-      quat: (4,) mesh_quat, the principal frame in the scaled asset frame.
+      pos: (3,) mesh_pos, the centre of mass in the asset frame after scale, refpos, refquat.
+      quat: (4,) mesh_quat, the principal axes in that same frame.
       scale: (3,) mesh_scale.
       inertia_type: 'legacy' | 'convex' | 'exact' | 'shell'.
       volume: volume (surface area for 'shell') used for geom mass: mass = density * volume.
@@ -214,14 +214,12 @@ def _triangulate(poly: list[int], vert: np.ndarray) -> list[tuple[int, int, int]
 
 
 def _obj_index(token: str, nvert: int, where: str) -> int:
+    # negative indices count back from the vertices read so far; positive ones are checked
+    # once the whole file is read (a face may precede its vertices)
     idx = int(token.split("/")[0])
-    if idx < 0:
-        idx += nvert
-    else:
-        idx -= 1
-    if not 0 <= idx < nvert:
+    if idx == 0 or idx + nvert < 0:
         raise MJCFError(f"{where} OBJ face refers to missing vertex {token}")
-    return idx
+    return idx + nvert if idx < 0 else idx - 1
 
 
 def _read_obj(data: bytes, filename: str, where: str) -> tuple[np.ndarray, np.ndarray | None]:
@@ -244,6 +242,8 @@ def _read_obj(data: bytes, filename: str, where: str) -> tuple[np.ndarray, np.nd
         elif tok[0] == "f" and not shape_closed:
             try:
                 polys.append([_obj_index(t, len(verts), where) for t in tok[1:]])
+            except MJCFError:
+                raise
             except ValueError:
                 raise MJCFError(f"{where} could not parse OBJ face '{line}'") from None
         elif tok[0] in ("o", "g") and polys:
@@ -251,6 +251,8 @@ def _read_obj(data: bytes, filename: str, where: str) -> tuple[np.ndarray, np.nd
             shape_closed = True
     if not verts:
         raise MJCFError(f"{where} OBJ file '{filename}' has no vertices")
+    if any(i >= len(verts) for p in polys for i in p):
+        raise MJCFError(f"{where} OBJ file '{filename}' has a face with a missing vertex")
     vert = np.asarray(verts, np.float64).astype(np.float32)
     if not np.all(np.isfinite(vert)):
         raise MJCFError(f"{where} OBJ file '{filename}' has a vertex coordinate that is not finite")
@@ -375,14 +377,15 @@ def eig3(mat) -> tuple[np.ndarray, np.ndarray]:
 
     Jacobi rotations accumulated in a quaternion, then eigenvalues sorted in decreasing order by
     quarter turns, so the returned quaternion (w, x, y, z) is the one MuJoCo stores in mesh_quat,
-    not merely an equivalent frame. Eigenvalues equal to within _EIG_REL keep their order, as in
-    MuJoCo 4.0 (so a nearly isotropic mesh keeps the identity frame). MuJoCo's fullinertia path
+    not merely an equivalent frame. Eigenvalues equal to within the tolerance keep their order, as
+    in MuJoCo 4.0 (so a nearly isotropic mesh keeps the identity frame). MuJoCo's fullinertia path
     stops differently; use this for meshes only.
 
     Returns:
       (eigval (3,), quat (4,)) with mat = R(quat) diag(eigval) R(quat)^T.
     """
     m = [float(x) for x in np.asarray(mat, np.float64).reshape(9)]
+    tol = _EIG_REL * max(abs(m[0]), abs(m[4]), abs(m[8]))
     quat = [1.0, 0.0, 0.0, 0.0]
     eigval = [m[0], m[4], m[8]]
     for _ in range(500):
@@ -397,7 +400,7 @@ def eig3(mat) -> tuple[np.ndarray, np.ndarray]:
         else:
             rk, ck, rotk = 1, 2, 0
         off = d[3 * rk + ck]
-        if abs(off) < _EIG_REL * max(abs(d[0]), abs(d[4]), abs(d[8])):
+        if abs(off) < tol:
             break
         tau = (d[4 * ck] - d[4 * rk]) / (2 * off)
         if tau >= 0:
@@ -417,7 +420,6 @@ def eig3(mat) -> tuple[np.ndarray, np.ndarray]:
         step[0] = (1.0 - half * half) ** 0.5
         quat = _normvec(_mulquat(quat, _normvec(step)))
     # bubble sort (0, 1, 0) into decreasing order, each swap a quarter turn about the third axis
-    tol = _EIG_REL * max(abs(x) for x in eigval)
     for j in range(3):
         j1 = j % 2
         if eigval[j1] + tol < eigval[j1 + 1]:

@@ -8,7 +8,9 @@ Seed ``000_14f7d172c1a5ccbe.txt``: XML schema, include (L419), default (L2549), 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import re
 from typing import Any
 
 import numpy as np
@@ -21,18 +23,24 @@ STRING_FILE = "<string>"
 
 # Elements MuJoCo 4.0 accepts that mjx_lite does not implement (fail loudly, never ignore).
 UNSUPPORTED = {
-    "replicate": "replicate", "attach": "attach", "composite": "composite",
+    "replicate": "replicate", "attach": "attach",
     "flexcomp": "flexcomp", "deformable": "deformable (flex)", "skin": "skin",
     "plugin": "plugins", "extension": "plugins", "instance": "plugins",
     "model": "asset/model (attach)", "flex": "flex", "dcmotor": "dcmotor actuator",
     "pid": "pid actuator", "orientation": "orientation (SO3) actuator",
 }
 
-# Attributes without which MuJoCo 4.0 rejects the element (the rest are checked where used).
-_REQUIRED = {
-    "include": ("file",), "inertial": ("pos", "mass"), "pair": ("geom1", "geom2"),
-    "exclude": ("body1", "body2"), "key": (), "numeric": ("name",), "text": ("name", "data"),
-}
+# Numbers as MuJoCo 4.0 reads them (measured; see scripts/gen_schema.py): reals are C strtod
+# numbers (inf, nan and hex floats included), ints are signed decimals within int32.
+_REAL = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan|"
+                   r"0x(?:[0-9a-f]+\.?[0-9a-f]*|\.[0-9a-f]+)(?:p[+-]?\d+)?)", re.IGNORECASE)
+_INT = re.compile(r"[+-]?\d+")
+_INT_MAX = 2**31 - 1
+_FLOAT_MAX = 3.4028234663852886e38  # attributes MuJoCo stores in single precision
+# Attributes MuJoCo 4.0's schema leaves optional but its compiler then demands.
+_COMPILE_REQUIRED = {"pair": ("geom1", "geom2")}
+# Elements MuJoCo 4.0 refuses directly inside the world body (or a frame in it).
+_NOT_IN_WORLD = {"joint": "joints", "freejoint": "joints", "inertial": "inertia"}
 
 # Where an element's defaults come from: (parent tag, tag) -> tag under <default>.
 _ACTUATOR_TAGS = ("general", "motor", "position", "velocity", "intvelocity", "damper",
@@ -119,23 +127,43 @@ class Element:
         return out
 
 
+def _number(kind: str, part: str) -> float | int | None:
+    """One number as MuJoCo reads it, or None where MuJoCo reports a bad format."""
+    if kind == "int":
+        return int(part) if _INT.fullmatch(part) else None
+    if not _REAL.fullmatch(part):
+        return None
+    body = part.lstrip("+-")
+    if body[:2].lower() == "0x":
+        value = float.fromhex(body)
+        return -value if part.startswith("-") else value
+    return float(part)
+
+
 def convert(spec: tuple, text: str, attr: str, el: Element) -> Any:
     kind, count, exact, _ = spec[0], spec[1], spec[2], spec[3]
     if kind == "keyword":
-        options = count
-        word = text.strip()
-        for option in options:
-            if option.lower() == word.lower():
-                return option
-        raise el.error(f"attribute '{attr}' has invalid keyword '{word}' "
-                       f"(expected one of {', '.join(options)})")
+        # Case-sensitive and unpadded, as MuJoCo 4.0 reads keywords ("Hinge" is rejected).
+        if text in count:
+            return text
+        raise el.error(f"attribute '{attr}' has invalid keyword '{text}' "
+                       f"(expected one of {', '.join(count)})")
     if kind == "string":
         return text
     parts = text.split()
-    try:
-        values = [int(p) for p in parts] if kind == "int" else [float(p) for p in parts]
-    except ValueError:
-        raise el.error(f"attribute '{attr}' expects {_describe(spec)}, got '{text}'") from None
+    values = [_number(kind, p) for p in parts]
+    if any(v is None for v in values):
+        raise el.error(f"attribute '{attr}' expects {_describe(spec)}, got '{text}'")
+    limit = _FLOAT_MAX if attr in el.schema.get("single", ()) else math.inf
+    for part, v in zip(parts, values):
+        if kind == "int":
+            too_large = not -_INT_MAX - 1 <= v <= _INT_MAX
+        elif math.isinf(v):
+            too_large = "inf" not in part.lower()  # overflow, not a written infinity
+        else:
+            too_large = abs(v) > limit
+        if too_large:
+            raise el.error(f"attribute '{attr}' has a number too large: '{part}'")
     if count == 1:
         if len(values) != 1:
             raise el.error(f"attribute '{attr}' expects {_describe(spec)}, got '{text}'")
@@ -213,13 +241,26 @@ class Spec:
         raise el.error(f"{kind} file '{name}' not found (looked for {', '.join(candidates)})")
 
 
+def _tag_before(text: bytes, line: int, column: int) -> str:
+    """``<tag> `` for the element opened on the error's line before its column, if any."""
+    lines = text.splitlines()
+    if not 1 <= line <= len(lines):
+        return ""
+    source = lines[line - 1].decode("utf-8", "replace")
+    tags = re.findall(r"<([A-Za-z_][\w.:-]*)", source[:column] if column > 0 else source)
+    return f"<{tags[-1]}> " if tags else ""
+
+
 def _xml_tree(text: bytes, filename: str) -> etree._Element:
     parser = etree.XMLParser(remove_comments=True, remove_pis=True, huge_tree=True)
     try:
         return etree.fromstring(text, parser)
     except etree.XMLSyntaxError as e:
         line = e.lineno if e.lineno else e.position[0] if e.position else 0
-        raise MJCFError(f"{os.path.basename(filename)}:{line}: malformed XML: {e.msg}") from None
+        column = e.position[1] if e.position else 0
+        label = _tag_before(text, line, column)
+        raise MJCFError(f"{os.path.basename(filename)}:{line}: {label}malformed XML: "
+                        f"{e.msg}") from None
 
 
 def _splice_includes(node: etree._Element, filename: str, model_dir: str | None,
@@ -231,11 +272,9 @@ def _splice_includes(node: etree._Element, filename: str, model_dir: str | None,
         files[child] = filename
         if child.tag == "include":
             where = f"{os.path.basename(filename)}:{child.sourceline}: <include>"
-            extra = set(child.attrib) - {"file"}
-            if extra:
-                raise MJCFError(f"{where} unrecognized attribute '{sorted(extra)[0]}'")
+            # MuJoCo 4.0 ignores other attributes of <include> and the included root's tag.
             name = child.get("file")
-            if not name:
+            if not name or not name.strip():
                 raise MJCFError(f"{where} missing required attribute 'file'")
             if name in seen:
                 raise MJCFError(f"{where} file '{name}' is included more than once")
@@ -248,9 +287,6 @@ def _splice_includes(node: etree._Element, filename: str, model_dir: str | None,
                 with open(path, "rb") as f:
                     data = f.read()
             sub = _xml_tree(data, path if model_dir is not None else name)
-            if sub.tag != "mujoco":
-                raise MJCFError(f"{os.path.basename(name)}:{sub.sourceline}: <{sub.tag}> "
-                                "included files must have a <mujoco> root element")
             sub_file = path if model_dir is not None else name
             _splice_includes(sub, sub_file, model_dir, assets, seen, files)
             index = node.index(child)
@@ -261,12 +297,17 @@ def _splice_includes(node: etree._Element, filename: str, model_dir: str | None,
             _splice_includes(child, filename, model_dir, assets, seen, files)
 
 
+_WORLD = next(c for c in SCHEMA["children"] if c["world"])  # body / worldbody schema
+
+
 def _child_schema(schema: dict, tag: str, parent_tag: str) -> dict | None:
     if tag == "worldbody" and parent_tag == "mujoco":
         body = next(c for c in schema["children"] if c["name"] == "body")
         return dict(body, attrs={})  # worldbody takes no attributes (seed F0:853)
-    if tag == "body" and parent_tag == "worldbody":
-        return next(c for c in SCHEMA["children"] if c["name"] == "body")
+    if tag == "body" and parent_tag in ("worldbody", "frame", "replicate"):
+        return _WORLD
+    if schema.get("like") == "body":  # frame, replicate: what a body may hold
+        schema = _WORLD
     for c in schema["children"]:
         if c["name"] == tag:
             return c
@@ -275,19 +316,50 @@ def _child_schema(schema: dict, tag: str, parent_tag: str) -> dict | None:
     return None
 
 
+def _check_frame_scale(el: Element) -> None:
+    """Frame scaling (MuJoCo 4.0) resizes geometry and mass; only the identity is supported."""
+    scale = el.attrs.get("scale")
+    if scale is not None and any(v != 1.0 for v in convert(el.schema["attrs"]["scale"], scale,
+                                                           "scale", el)):
+        raise el.error("unsupported: frame scale is not implemented by mjx_lite")
+    if el.has("massscale") and el.get("massscale") != 1.0:
+        raise el.error("unsupported: frame massscale is not implemented by mjx_lite")
+
+
+def _in_world(parent: Element | None) -> bool:
+    """Whether the element's nearest body is the world body (frames are transparent)."""
+    while parent is not None and parent.tag in ("frame", "replicate"):
+        parent = parent.parent
+    return parent is not None and parent.tag == "worldbody"
+
+
 def _build(xml: etree._Element, schema: dict, files: dict, root_file: str,
            parent: Element | None) -> Element:
     filename = files.get(xml, root_file)
     el = Element(tag=xml.tag, attrs=dict(xml.attrib), file=filename, line=xml.sourceline or 0,
                  schema=schema, parent=parent)
-    for attr, text in el.attrs.items():
+    for attr, text in list(el.attrs.items()):
         spec = schema["attrs"].get(attr)
         if spec is None:
+            if el.tag == "worldbody":
+                raise el.error(f"unrecognized attribute '{attr}': the world body takes none")
             raise el.error(f"unrecognized attribute '{attr}'")
+        if spec[0] in ("int", "real") and not text.strip():
+            del el.attrs[attr]  # MuJoCo reads a blank number as an absent attribute
+            continue
         convert(spec, text, attr, el)  # validates type and count now
-    for attr in _REQUIRED.get(el.tag, ()):
-        if attr not in el.attrs and (parent is None or parent.tag != "default"):
-            raise el.error(f"missing required attribute '{attr}'")
+    if parent is None or parent.tag != "default":
+        for attr in (*schema.get("required", ()), *_COMPILE_REQUIRED.get(el.tag, ())):
+            if attr not in el.attrs:
+                raise el.error(f"missing required attribute '{attr}'")
+        for groups in schema.get("oneof", ()):
+            if not any(all(a in el.attrs for a in group) for group in groups):
+                options = " or ".join("+".join(group) for group in groups)
+                raise el.error(f"missing required attribute: needs {options}")
+    if el.tag == "frame":
+        _check_frame_scale(el)
+    if el.tag in _NOT_IN_WORLD and _in_world(parent):
+        raise el.error(f"the world body cannot have {_NOT_IN_WORLD[el.tag]}")
     counts: dict[str, int] = {}
     for child in xml:
         if not isinstance(child.tag, str):
@@ -317,8 +389,9 @@ def _collect_classes(root: Element) -> dict[str, DefaultClass]:
         for child in el.children:
             if child.tag == "default":
                 name = child.attrs.get("class")
-                if name is None:
-                    raise child.error("missing required attribute 'class'")
+                if not name:
+                    raise child.error("missing required attribute 'class' (a nested default "
+                                      "needs a class name)")
                 if name in classes:
                     raise child.error(f"repeated default class name '{name}'")
                 sub = DefaultClass(name, cls, {k: dict(v) for k, v in cls.values.items()},
@@ -328,24 +401,15 @@ def _collect_classes(root: Element) -> dict[str, DefaultClass]:
             else:
                 if child.tag in _ACTUATOR_TAGS:
                     cls.actuator_ops.append((child.tag, dict(child.attrs)))
+                # Material layers (the only grandchildren) are visual: kept out of the physics.
                 cls.values.setdefault(child.tag, {}).update(child.attrs)
-                if child.tag == "material" or child.children:
-                    for grandchild in child.children:
-                        raise grandchild.error("unsupported: material layers are not "
-                                               "implemented by mjx_lite")
 
     for top in root.find("default"):
         name = top.attrs.get("class", "main")
         if name != "main":
-            # A named top-level default is a child class of main.
-            sub = DefaultClass(name, main, {k: dict(v) for k, v in main.values.items()},
-                               list(main.actuator_ops))
-            if name in classes:
-                raise top.error(f"repeated default class name '{name}'")
-            classes[name] = sub
-            visit(top, sub)
-        else:
-            visit(top, main)
+            raise top.error(f"the top-level default class is 'main' and cannot be renamed "
+                            f"'{name}'")
+        visit(top, main)
     return classes
 
 
