@@ -315,7 +315,7 @@ def _body_fields(tb, f: dict, sizes: dict) -> dict:
 
 def _simple(tb, f: dict, sameframe: np.ndarray) -> np.ndarray:
     """body_simple before tendons: bodies whose dofs give a constant diagonal block of M."""
-    nbody, nv = f["nbody"], f["nv"]
+    nbody = f["nbody"]
     # Measured on MuJoCo 4.0: a child of the world, without children, whose inertial frame is
     # the body frame; 2 when all its joints are slides (value meanings from mjmodel.h).
     # A body is simple when its own block of M is diagonal (checked numerically, in the
