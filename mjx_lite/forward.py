@@ -20,14 +20,11 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import math, smooth, tree
-from mjx_lite.actuator import clamped_ctrl, disabled_actuators, fwd_actuation, next_act
+from mjx_lite.actuator import disabled_actuators, fwd_actuation, next_act
 from mjx_lite.passive import apply_ft, fluid, passive
 from mjx_lite.types import (
-    BiasType,
     Data,
     DisableBit,
-    DynType,
-    GainType,
     IntegratorType,
     JointType,
     Model,
@@ -164,34 +161,18 @@ def _euler_damping(m: Model, d: Data) -> jax.Array:
 
 
 def _actuator_vel_deriv(m: Model, d: Data) -> jax.Array:
-    """(nv, nv) d qfrc_actuator / d qvel of affine gain/bias velocity terms (mjd_actuator_vel).
+    """(nv, nv) d qfrc_actuator / d qvel (mjd_actuator_vel), by forward-mode AD.
 
-    Muscle velocity dependence is not differentiated (as in MuJoCo); clamped forces contribute
-    nothing.
+    MuJoCo 4.0 differentiates affine and muscle velocity terms and drops actuators whose
+    force is saturated by forcerange or by a joint's actuatorfrcrange; the derivative of the
+    clamped pipeline has exactly these zeros.
     """
-    gtype = np.asarray(m.actuator_gaintype)
-    btype = np.asarray(m.actuator_biastype)
-    dyn = np.asarray(m.actuator_dyntype)
-    adr, num = np.asarray(m.actuator_actadr), np.asarray(m.actuator_actnum)
-    inp = clamped_ctrl(m, d)
-    stateful = np.nonzero((dyn != DynType.NONE) & (num > 0))[0]
-    if stateful.size:
-        last = (adr + num - 1)[stateful]
-        act = d.act[last]
-        early = np.asarray(m.actuator_actearly, dtype=bool)[stateful]
-        if early.any():
-            act = jp.where(early, next_act(m, act, d.act_dot[last], m.opt.timestep, stateful),
-                           act)
-        inp = inp.at[stateful].set(act)
-    dfdv = jp.where(gtype == GainType.AFFINE, m.actuator_gainprm[:, 2] * inp, 0.0)
-    dfdv = dfdv + jp.where(btype == BiasType.AFFINE, m.actuator_biasprm[:, 2], 0.0)
-    lim = np.asarray(m.actuator_forcelimited, dtype=bool)
-    rng = m.actuator_forcerange
-    force = d.actuator_force
-    clamped = lim & ((force <= rng[:, 0]) | (force >= rng[:, 1]))
-    dfdv = jp.where(clamped | disabled_actuators(m), 0.0, dfdv)
-    moment = d.actuator_moment
-    return moment.T @ (dfdv[:, None] * moment)
+
+    def qfrc(qvel):
+        dv = d.replace(qvel=qvel, actuator_velocity=d.actuator_moment @ qvel)
+        return fwd_actuation(m, dv).qfrc_actuator
+
+    return jax.jacfwd(qfrc)(d.qvel)
 
 
 def _passive_vel_deriv(m: Model, d: Data) -> jax.Array:

@@ -60,7 +60,7 @@ def _type(text: str, attr: str):
         return None
     kind, count = m.group(1), m.group(2)
     default = re.search(r"'([^']*)'", text)
-    if count is None and default and len(default.group(1).split()) > 1:
+    if count is None and kind != "string" and default and len(default.group(1).split()) > 1:
         # "real, '0 0 0'": a vector whose size only the default shows (4.0's polynomial joint
         # and tendon stiffness/damping, pair solreffriction); MuJoCo reads it partially.
         n = len(default.group(1).split())
@@ -196,9 +196,18 @@ def _probe(node: dict, path: list[dict], findings: list[str]) -> None:
     def err_with(attr: str, value: str) -> str:
         return _load_error(_xml(path, dict(fill, **{attr: value})))
 
-    single = []
+    single, blank_bad = [], []
     for name, t in list(attrs.items()):
         kind, count = t[0], t[1]
+        if kind in ("real", "int") and count == 1 and "bad format" in err_with(name, "zzqq"):
+            n = 1
+            while n < 40 and "too much data" not in err_with(name, " ".join(["1"] * (n + 1))):
+                n += 1
+            if n > 1:  # documented as a scalar, read as a vector
+                findings.append(f"{node['name']}.{name}: takes up to {n} numbers")
+                count, t = n, (kind, n, False, t[3])
+        if kind in ("real", "int") and f"'{name}'" in err_with(name, ""):
+            blank_bad.append(name)  # most numbers read "" as absent; these reject it
         if kind in ("real", "int") and count and count > 1:
             more = err_with(name, " ".join(["1"] * (count + 1)))
             if "too much data" in more:
@@ -223,6 +232,7 @@ def _probe(node: dict, path: list[dict], findings: list[str]) -> None:
         t = (t[0], t[1], t[2], name in required)  # measured, not the reference's word
         attrs[name] = t
     node["single"] = tuple(single)
+    node["noblank"] = tuple(blank_bad)
 
 
 def _strip(node: dict) -> None:
@@ -274,14 +284,14 @@ def main():
 
     def probe(node, path):
         if node["name"] in _SKIP_PROBE:
-            node.update(required=[], oneof=[], single=())
+            node.update(required=[], oneof=[], single=(), noblank=())
             for child in node["children"]:
                 probe(child, path + [node])
             return
         if path:  # the root <mujoco> has nothing to measure
             _probe(node, path[1:], findings)
         else:
-            node.update(required=[], oneof=[], single=())
+            node.update(required=[], oneof=[], single=(), noblank=())
         for child in node["children"]:
             probe(child, path + [node])
 
@@ -302,7 +312,9 @@ def main():
                 "repeat (!, ?, *, R),\nattrs {name: (kind, count or None, exact, required)}; "
                 "keyword attrs: (\"keyword\", options,\n1, required); required: attribute "
                 "names MuJoCo demands; oneof: lists of alternative\nattribute groups of which "
-                "one must be given; single: attributes stored in single precision.\n"
+                "one must be given; single: attributes stored in single "
+                "precision;\nnoblank: numeric attributes that reject an empty value (the "
+                "others read it as absent).\n"
                 "\"\"\"\n\n")
         f.write("# fmt: off\n")
         f.write("SCHEMA = " + pprint.pformat(root, width=100, sort_dicts=False) + "\n")

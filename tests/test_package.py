@@ -17,6 +17,7 @@ import pytest
 
 import mjx_lite
 from mjx_lite import interop
+from mjx_lite.dataclasses import PyTreeNode
 
 from conftest import MODELS_DIR, REPO_ROOT
 
@@ -31,7 +32,7 @@ def _load(name: str = "humanoid_like.xml") -> mjx_lite.Model:
 def _assert_same(a, b, path: str = "") -> None:
     """Field-by-field equality of two pytree nodes (arrays by value, dtype and shape)."""
     assert type(a) is type(b), path
-    if isinstance(a, (mjx_lite.Model, mjx_lite.Data, mjx_lite.Option, mjx_lite.Statistic)):
+    if isinstance(a, PyTreeNode):  # Model, Option, Data, Contact, ...
         for name in a.fields():
             _assert_same(getattr(a, name), getattr(b, name), f"{path}.{name}")
     elif hasattr(a, "shape") and hasattr(a, "dtype"):

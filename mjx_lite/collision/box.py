@@ -152,8 +152,8 @@ def _face_case(code, pos1, mat1, size1, pos2, mat2, size2, pos21, pos12, rot, ma
         vert_pts.append(pt)
     pts = jp.concatenate([lines_pts, jp.stack(corner_pts), jp.stack(vert_pts)])
     ok = jp.concatenate([ok, jp.stack(corner_ok), jp.stack(vert_ok)]) & (pts[:, 2] <= margin)
-    # MuJoCo stores half the face-normal depth as dist and the point at half depth
-    dist = 0.5 * pts[:, 2]
+    # the contact point sits at half the depth, midway between the two surfaces
+    dist = pts[:, 2]
     local = pts.at[:, 2].set(0.5 * pts[:, 2] + hz)
     rw = jp.where(second, mat2, mat1) @ rm.T
     pos = local @ rw.T + jp.where(second, pos2, pos1)

@@ -39,6 +39,11 @@ _INT_MAX = 2**31 - 1
 _FLOAT_MAX = 3.4028234663852886e38  # attributes MuJoCo stores in single precision
 # Attributes MuJoCo 4.0's schema leaves optional but its compiler then demands.
 _COMPILE_REQUIRED = {"pair": ("geom1", "geom2")}
+# String attributes with a format of their own (measured against 4.0).
+_FORMATS = {("size", "memory"): (re.compile(r"\s*(?:-1|\d+[KMGTPE]?)\s*", re.IGNORECASE),
+                                 "an unsigned integer with an optional K/M/G/T/P/E suffix")}
+# Polynomial attributes in MuJoCo 4.0 ("linear quadratic cubic"), documented as scalars before.
+_POLYNOMIAL = ("stiffness", "damping")
 # Elements MuJoCo 4.0 refuses directly inside the world body (or a frame in it).
 _NOT_IN_WORLD = {"joint": "joints", "freejoint": "joints", "inertial": "inertia"}
 
@@ -111,7 +116,15 @@ class Element:
         spec = self.schema["attrs"].get(attr)
         if spec is None:
             raise self.error(f"attribute '{attr}' is not in the schema")
-        return convert(spec, text, attr, self)
+        value = convert(spec, text, attr, self)
+        if attr in _POLYNOMIAL and isinstance(default, (int, float)) and spec[1] != 1:
+            # A caller that asks for a scalar gets the linear coefficient; the higher ones
+            # (MuJoCo 4.0's *_stiffnesspoly / *_dampingpoly) it would drop, so they must be 0.
+            if np.any(value[1:] != 0):
+                raise self.error(f"unsupported: nonlinear '{attr}' coefficients "
+                                 f"('{text.strip()}') are not implemented by mjx_lite")
+            return float(value[0]) if value.size else default
+        return value
 
     def vec(self, attr: str, default) -> np.ndarray:
         """Float vector; a partial value overwrites the leading entries of what its default
@@ -345,9 +358,14 @@ def _build(xml: etree._Element, schema: dict, files: dict, root_file: str,
                 raise el.error(f"unrecognized attribute '{attr}': the world body takes none")
             raise el.error(f"unrecognized attribute '{attr}'")
         if spec[0] in ("int", "real") and not text.strip():
+            if attr in schema.get("noblank", ()):
+                raise el.error(f"attribute '{attr}' expects {_describe(spec)}, got ''")
             del el.attrs[attr]  # MuJoCo reads a blank number as an absent attribute
             continue
         convert(spec, text, attr, el)  # validates type and count now
+        fmt = _FORMATS.get((el.tag, attr))
+        if fmt is not None and not fmt[0].fullmatch(text):
+            raise el.error(f"attribute '{attr}' expects {fmt[1]}, got '{text}'")
     if parent is None or parent.tag != "default":
         for attr in (*schema.get("required", ()), *_COMPILE_REQUIRED.get(el.tag, ())):
             if attr not in el.attrs:
