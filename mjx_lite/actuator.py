@@ -218,7 +218,7 @@ def _tendon_clamped(m: Model, force: jax.Array) -> jax.Array:
     clamped = jp.clip(total, rng[:, 0], rng[:, 1])
     nonzero = total != 0
     scale = jp.where(nonzero, clamped / jp.where(nonzero, total, 1.0), 1.0)
-    return force.at[sel].multiply(scale @ onehot)
+    return force * jp.ones_like(force).at[sel].set(scale @ onehot)
 
 
 def fwd_actuation(m: Model, d: Data) -> Data:

@@ -510,9 +510,12 @@ def make_constraint(m: Model, d: Data, contact=None) -> Data:
             _contact(m, d, p, con, dtype)]
     rows = {k: jp.concatenate([f[k] for f in fams]) for k in fams[0]}
 
-    # MuJoCo drops non-contact rows whose Jacobian is identically zero
-    nonempty = jp.any(rows["J"] != 0, axis=-1)
+    # MuJoCo drops a non-contact constraint whose Jacobian (all its rows) is identically zero
     ncnt = p.ne + p.nf + p.nl
+    group = np.arange(p.nefc)
+    group[:p.ne] = np.repeat(np.arange(p.eq_ids.size), p.eq_size)
+    nonempty = jax.ops.segment_max(jp.any(rows["J"] != 0, axis=-1).astype(jp.int32), group,
+                                   num_segments=p.nefc)[group] > 0
     active = rows["active"] & jp.concatenate([nonempty[:ncnt], jp.ones(p.nc, bool)])
 
     default_ref = jp.array([0.02, 1.0], dtype)

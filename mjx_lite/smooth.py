@@ -20,6 +20,7 @@ from mjx_lite.types import (
     DisableBit,
     JointType,
     Model,
+    SameFrame,
     TrnType,
     WrapType,
 )
@@ -84,10 +85,24 @@ def _body_local(m: Model, d: Data):
     return pos, quat, absolute, anchor, axis
 
 
-def _local_to_global(xpos, xquat, lpos, lquat):
+def _local_to_global(xpos, xquat, lpos, lquat, sameframe=None, frames=None):
+    """Frame of objects at (lpos, lquat) on bodies at (xpos, xquat) (mj_local2Global).
+
+    As MuJoCo does, objects whose compiled ``sameframe`` says they coincide with the body
+    frame (or the body inertial frame, given as ``frames`` = (xpos, xmat, xipos, ximat) per
+    object) copy that frame, ignoring residual offsets below the compiler's tolerance.
+    """
     gpos = xpos + math.rotate(lpos, xquat)
-    gquat = math.quat_mul(xquat, lquat)
-    return gpos, math.quat_to_mat(gquat)
+    gmat = math.quat_to_mat(math.quat_mul(xquat, lquat))
+    if sameframe is None:
+        return gpos, gmat
+    sf = np.asarray(sameframe)
+    bpos, bmat, ipos, imat = frames
+    gpos = jp.where((sf == SameFrame.BODY)[:, None], bpos, gpos)
+    gpos = jp.where((sf == SameFrame.INERTIA)[:, None], ipos, gpos)
+    gmat = jp.where(np.isin(sf, (SameFrame.BODY, SameFrame.BODYROT))[:, None, None], bmat, gmat)
+    rot_i = np.isin(sf, (SameFrame.INERTIA, SameFrame.INERTIAROT))[:, None, None]
+    return gpos, jp.where(rot_i, imat, gmat)
 
 
 def _subtree_com(m: Model, xipos: jax.Array) -> jax.Array:
@@ -127,11 +142,16 @@ def kinematics(m: Model, d: Data) -> Data:
         xanchor = xanchor.at[free_j].set(xpos[jbody[free_j]])
         xaxis = xaxis.at[free_j].set(jp.asarray(m.jnt_axis)[free_j])
 
-    xipos, ximat = _local_to_global(xpos, xquat, m.body_ipos, m.body_iquat)
+    xipos, ximat = _local_to_global(xpos, xquat, m.body_ipos, m.body_iquat, m.body_sameframe,
+                                    (xpos, xmat, xpos, xmat))
     gb = np.asarray(m.geom_bodyid)
-    geom_xpos, geom_xmat = _local_to_global(xpos[gb], xquat[gb], m.geom_pos, m.geom_quat)
+    geom_xpos, geom_xmat = _local_to_global(
+        xpos[gb], xquat[gb], m.geom_pos, m.geom_quat, m.geom_sameframe,
+        (xpos[gb], xmat[gb], xipos[gb], ximat[gb]))
     sb = np.asarray(m.site_bodyid)
-    site_xpos, site_xmat = _local_to_global(xpos[sb], xquat[sb], m.site_pos, m.site_quat)
+    site_xpos, site_xmat = _local_to_global(
+        xpos[sb], xquat[sb], m.site_pos, m.site_quat, m.site_sameframe,
+        (xpos[sb], xmat[sb], xipos[sb], ximat[sb]))
 
     d = d.replace(
         xpos=xpos, xquat=xquat, xmat=xmat, xipos=xipos, ximat=ximat, xanchor=xanchor,

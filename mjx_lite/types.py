@@ -658,7 +658,8 @@ class Data(PyTreeNode):
 
     3x3 matrices are (..., 3, 3). ``qM`` is the dense (nv, nv) joint-space inertia (MuJoCo 4.0
     keeps a sparse ``M``; use ``full_m`` for MuJoCo's dense form). Constraint-solver fields
-    (``efc_*``, ``contact``) are added by the constraint issue with a static row budget.
+    (``efc_*``) are added by the constraint issue with a static row budget; ``contact`` and
+    ``ncon`` are written by ``collision.driver.collision`` (static slots, ``contact.valid``).
     """
 
     # state

@@ -11,7 +11,11 @@ few thousand loads, about a minute):
   lengthrange are exact; size, friction, solref, solimp, gear, gainprm, surfacevel, sensor
   interval, actuator damping are partial). ``PARTIAL`` only decides where a probe cannot reach
   the attribute.
-- required attributes ("required attribute missing") and "one of ... must be specified" groups.
+- vector sizes the reference shows only by a default (joint/tendon stiffness and damping are
+  "linear quadratic cubic" polynomials in 4.0), and scalars that take more (none in 4.0.0).
+- required attributes ("required attribute missing"), "one of ... must be specified" groups and
+  attributes that must be "specified together" (sensor reftype/refname).
+- numbers that reject an empty value (size nstack, inertial mass...); the rest read it as absent.
 - single precision: attributes MuJoCo stores as float reject magnitudes above 3.4e38 (rgba...).
 - keyword options the reference lists but MuJoCo rejects, int attributes that accept reals.
 Findings that hold for every attribute, checked by hand against 4.0.0 and encoded in parse.py:
@@ -196,7 +200,7 @@ def _probe(node: dict, path: list[dict], findings: list[str]) -> None:
     def err_with(attr: str, value: str) -> str:
         return _load_error(_xml(path, dict(fill, **{attr: value})))
 
-    single, blank_bad = [], []
+    single, blank_bad, together = [], [], []
     for name, t in list(attrs.items()):
         kind, count = t[0], t[1]
         if kind in ("real", "int") and count == 1 and "bad format" in err_with(name, "zzqq"):
@@ -206,6 +210,12 @@ def _probe(node: dict, path: list[dict], findings: list[str]) -> None:
             if n > 1:  # documented as a scalar, read as a vector
                 findings.append(f"{node['name']}.{name}: takes up to {n} numbers")
                 count, t = n, (kind, n, False, t[3])
+        if kind in ("string", "keyword"):
+            err = err_with(name, _fill_value(t))
+            if "must be specified together" in err:
+                group = tuple(sorted(re.findall(r"'(\w+)'", err.split("together")[0])))
+                if group not in together and all(a in attrs for a in group):
+                    together.append(group)
         if kind in ("real", "int") and f"'{name}'" in err_with(name, ""):
             blank_bad.append(name)  # most numbers read "" as absent; these reject it
         if kind in ("real", "int") and count and count > 1:
@@ -233,6 +243,7 @@ def _probe(node: dict, path: list[dict], findings: list[str]) -> None:
         attrs[name] = t
     node["single"] = tuple(single)
     node["noblank"] = tuple(blank_bad)
+    node["together"] = together
 
 
 def _strip(node: dict) -> None:
@@ -284,14 +295,14 @@ def main():
 
     def probe(node, path):
         if node["name"] in _SKIP_PROBE:
-            node.update(required=[], oneof=[], single=(), noblank=())
+            node.update(required=[], oneof=[], single=(), noblank=(), together=[])
             for child in node["children"]:
                 probe(child, path + [node])
             return
         if path:  # the root <mujoco> has nothing to measure
             _probe(node, path[1:], findings)
         else:
-            node.update(required=[], oneof=[], single=(), noblank=())
+            node.update(required=[], oneof=[], single=(), noblank=(), together=[])
         for child in node["children"]:
             probe(child, path + [node])
 
@@ -314,7 +325,7 @@ def main():
                 "names MuJoCo demands; oneof: lists of alternative\nattribute groups of which "
                 "one must be given; single: attributes stored in single "
                 "precision;\nnoblank: numeric attributes that reject an empty value (the "
-                "others read it as absent).\n"
+                "others read it as absent);\ntogether: attribute groups given all or none.\n"
                 "\"\"\"\n\n")
         f.write("# fmt: off\n")
         f.write("SCHEMA = " + pprint.pformat(root, width=100, sort_dicts=False) + "\n")

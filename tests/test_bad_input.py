@@ -160,9 +160,19 @@ def test_counts_and_keywords(attrs, ok):
 
 
 def test_blank_number_is_absent():
-    spec = parse.parse("<mujoco><worldbody><geom size='1' mass=' '/></worldbody></mujoco>")
+    spec = parse.parse("<mujoco><worldbody><geom size='1' mass=' ' pos=''/></worldbody></mujoco>")
     geom = spec.section("worldbody")[0]
-    assert not geom.has("mass")
+    assert not geom.has("mass") and not geom.has("pos")
+
+
+def test_meta_elements_accepted():
+    """frame (nested, with bodies and joints below a body) and includes whose root is not
+    <mujoco> are valid MuJoCo 4.0."""
+    xml = """<mujoco><worldbody><frame pos='0 0 1' euler='0 0 90'><frame><body>
+      <frame><joint/></frame><geom size='1'/></body></frame></frame>
+      <include file='part.xml'/></worldbody></mujoco>"""
+    spec = parse.parse(xml, assets={"part.xml": b"<part><geom size='2'/></part>"})
+    assert [c.tag for c in spec.section("worldbody")] == ["frame", "geom"]
 
 
 def _valid_models():

@@ -12,11 +12,12 @@ import jax.numpy as jp
 import mujoco
 import numpy as np
 import pytest
-from parity import assert_close
 
 from mjx_lite import constraint, interop
 from mjx_lite.collision.types import Contact
 from mjx_lite.types import DisableBit
+
+from parity import assert_close
 
 ROW_RTOL = 1e-10  # efc rows are closed-form: only rounding separates the two engines
 SPARE_SLOTS = 3  # empty contact slots appended to MuJoCo's contacts (must stay inactive)

@@ -4,7 +4,14 @@ per geom-type key, contact parameters mixed as MuJoCo 4.0 does (Modeling chapter
 parameters"), written to ``d.contact`` with a static number of slots.
 
 Slot layout: groups in key order, each group ``npair * NCON`` slots, pair-major. Slot order
-is therefore by type key, not MuJoCo's pair order; compare contacts as sets.
+is therefore by type key, not MuJoCo's pair order; compare contacts as sets. Contacts per
+pair (``NCON``): 1 for any pair with a sphere, 2 plane-capsule, 4 plane-cylinder, 4 plane-box,
+2 capsule-capsule, 2 capsule-box (the most each collider can return, so nothing is dropped).
+
+Culling is a mask: a culled pair still runs its collider (fixed shapes under jit/vmap), so it
+saves no work yet; it only guarantees MuJoCo's result where a collider is conservative.
+Pair types without a collider here (box-box, ellipsoid except with a plane, cylinder-cylinder, capsule-cylinder,
+mesh, hfield) get no slots and a Python warning at trace time.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.collision import box, primitive
+from mjx_lite.collision import primitive
 from mjx_lite.collision.pairs import PairGroup, pair_groups
 from mjx_lite.collision.types import EMPTY_DIST, Contact, make_frame
 from mjx_lite.types import Data, DisableBit, EnableBit, GeomType, Model
@@ -25,15 +32,16 @@ _G = GeomType
 COLLIDERS = {
     (_G.PLANE, _G.SPHERE): primitive.plane_sphere,
     (_G.PLANE, _G.CAPSULE): primitive.plane_capsule,
+    (_G.PLANE, _G.ELLIPSOID): primitive.plane_ellipsoid,
     (_G.PLANE, _G.CYLINDER): primitive.plane_cylinder,
     (_G.PLANE, _G.BOX): primitive.plane_box,
     (_G.SPHERE, _G.SPHERE): primitive.sphere_sphere,
     (_G.SPHERE, _G.CAPSULE): primitive.sphere_capsule,
+    (_G.SPHERE, _G.ELLIPSOID): primitive.sphere_ellipsoid,
     (_G.SPHERE, _G.CYLINDER): primitive.sphere_cylinder,
     (_G.SPHERE, _G.BOX): primitive.sphere_box,
     (_G.CAPSULE, _G.CAPSULE): primitive.capsule_capsule,
     (_G.CAPSULE, _G.BOX): primitive.capsule_box,
-    (_G.BOX, _G.BOX): box.box_box,
 }
 MINVAL = 1e-15
 

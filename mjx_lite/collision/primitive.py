@@ -1,6 +1,6 @@
 """Analytic colliders for primitive pairs (Computation chapter, "Collision detection >
-Checking"): plane with sphere, capsule, cylinder and box; sphere with sphere, capsule,
-cylinder and box; capsule with capsule.
+Checking"): plane with sphere, capsule, ellipsoid, cylinder and box; sphere with sphere,
+capsule, cylinder and box; capsule with capsule and box.
 
 Each collider takes the two geoms' world pose and size and the detection distance
 ``margin`` (margin + gap), and returns a fixed number of candidate contacts, its static
@@ -427,3 +427,61 @@ def capsule_box(pos1, mat1, size1, pos2, mat2, size2, margin):
 
 
 capsule_box.NCON = 2
+
+
+def plane_ellipsoid(pos1, mat1, size1, pos2, mat2, size2, margin):
+    """Plane against the ellipsoid's support point along -normal (MuJoCo's plane-convex)."""
+    normal = mat1[:, 2]
+    local = size2 * (mat2.T @ -normal)
+    # support of an axis-aligned ellipsoid: size * unit(size * dir)
+    support = mat2 @ (size2 * local / jp.maximum(math.safe_norm(local), MINVAL)) + pos2
+    dist = jp.dot(normal, support - pos1)
+    return _one(dist, support - normal * (0.5 * dist), normal, dist <= margin)
+
+
+plane_ellipsoid.NCON = 1
+
+
+def _ellipsoid_closest(p, a, iters: int = 80):
+    """Closest surface point of the ellipsoid with semi-axes ``a`` to local point ``p``.
+
+    The point is a_i^2 p_i / (a_i^2 + t) with t the root of
+    f(t) = sum (a_i p_i / (a_i^2 + t))^2 - 1, decreasing on t > -min a^2; t > 0 outside,
+    t < 0 inside. Bisection on a bracket, a fixed number of halvings (no traced branch).
+    """
+    a2 = a * a
+    inside = jp.sum((p / a) ** 2) < 1
+    lo = jp.where(inside, -jp.min(a2), 0.0)
+    hi = jp.where(inside, 0.0, jp.max(a) * math.safe_norm(p) + jp.max(a2))
+
+    def f(t):
+        return jp.sum((a * p / (a2 + t)) ** 2) - 1
+
+    def body(_, bracket):
+        lo, hi = bracket
+        mid = 0.5 * (lo + hi)
+        pos = f(mid) > 0
+        return jp.where(pos, mid, lo), jp.where(pos, hi, mid)
+
+    lo, hi = jax.lax.fori_loop(0, iters, body, (lo, hi))
+    t = 0.5 * (lo + hi)
+    return a2 * p / (a2 + t)
+
+
+def sphere_ellipsoid(pos1, mat1, size1, pos2, mat2, size2, margin):
+    """Sphere against ellipsoid: the exact answer MuJoCo's convex solver approximates
+    (distance from the sphere center to the ellipsoid surface, less the radius)."""
+    radius = size1[0]
+    p = mat2.T @ (pos1 - pos2)
+    x = _ellipsoid_closest(p, size2)
+    inside = jp.sum((p / size2) ** 2) < 1
+    outward = mat2 @ normalize_mj(x / (size2 * size2))[0]
+    normal = -outward
+    gap = math.safe_norm(x - p)
+    dist = jp.where(inside, -gap, gap) - radius
+    xw = mat2 @ x + pos2
+    pos = 0.5 * (xw + pos1 + normal * radius)
+    return _one(dist, pos, normal, dist <= margin)
+
+
+sphere_ellipsoid.NCON = 1

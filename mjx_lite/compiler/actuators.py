@@ -387,12 +387,36 @@ def _lengthrange(ctx: Context, rec: _Record, trntype: int, target: int) -> tuple
     return lr, True
 
 
+def _length0(ctx: Context, trntype: int, target: int, ref: int, gear) -> float | None:
+    """Actuator length at qpos0 where numpy gives it exactly, else None (set_const).
+
+    Joint: gear * qpos0 for hinge/slide, 0 for ball/free (identity rotation, free length
+    defined 0); tendon: gear * tendon_length0; site without refsite and body: 0
+    (``actuator/general/joint|site|body``).
+    """
+    f = ctx.fields
+    if trntype in (TrnType.JOINT, TrnType.JOINTINPARENT):
+        jtype = int(f["jnt_type"][target])
+        if jtype in (2, 3):
+            return float(gear[0] * f["qpos0"][int(f["jnt_qposadr"][target])])
+        return 0.0
+    if trntype == TrnType.TENDON:
+        exact = f.get("_tendon_length0_exact")
+        if exact is None or not exact[target]:
+            return None
+        return float(gear[0] * f["tendon_length0"][target])
+    if (trntype == TrnType.SITE and ref < 0) or trntype == TrnType.BODY:
+        return 0.0
+    return None
+
+
 def build_actuators(ctx: Context) -> dict:
     """nu, na and the actuator_* fields (plus jnt/tendon_actuatorid) in document order.
 
     ``_pending`` lists fields that need the dynamics at qpos0 (``set_const``):
-    actuator_acc0, actuator_length0, and actuator_biasprm where a dampratio is stored
-    positive, actuator_lengthrange where a compile-time length-range simulation is needed.
+    actuator_acc0 always; actuator_length0 when a transmission needs kinematics (slider-crank,
+    site with refsite, wrapping tendon); actuator_biasprm where a dampratio is stored
+    positive; actuator_lengthrange where a compile-time length-range simulation is needed.
     """
     elements = ctx.spec.section("actuator")
     nu = len(elements)
@@ -420,6 +444,7 @@ def build_actuators(ctx: Context) -> dict:
         "actuator_armature": np.zeros(nu),
     }
     pending: set[str] = set()
+    length_exact = np.ones(nu, bool)
     users = []
     na = 0
     njnt = int(f.get("njnt", len(f.get("jnt_type", ()))))
@@ -511,6 +536,11 @@ def build_actuators(ctx: Context) -> dict:
                 raise el.error("muscle range[0] < range[1] required")
             if not prm[4] < 1 < prm[5]:
                 raise el.error("muscle lmin < 1 < lmax required")
+        length0 = _length0(ctx, trntype, target, ref, rec.vec["gear"])
+        if length0 is None:
+            length_exact[i] = False
+        else:
+            out["actuator_length0"][i] = length0
         lr, lr_pending = _lengthrange(ctx, rec, trntype, target)
         out["actuator_lengthrange"][i] = lr
         if lr_pending:
@@ -523,7 +553,9 @@ def build_actuators(ctx: Context) -> dict:
     out["jnt_actuatorid"] = jnt_act
     out["tendon_actuatorid"] = ten_act
     if nu:
-        pending.update(("actuator_acc0", "actuator_length0"))
+        pending.add("actuator_acc0")
+    if not np.all(length_exact):
+        pending.add("actuator_length0")
     out["_pending"] = sorted(pending)
     ctx.fields.update({k: v for k, v in out.items() if k != "_pending"})
     return out

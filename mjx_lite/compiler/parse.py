@@ -339,6 +339,16 @@ def _check_frame_scale(el: Element) -> None:
         raise el.error("unsupported: frame massscale is not implemented by mjx_lite")
 
 
+def _check_numeric(el: Element) -> None:
+    """<numeric>: size, when given, must be positive and hold the data; one of them is needed."""
+    n_data = len(el.attrs.get("data", "").split())
+    size = el.get("size") if "size" in el.attrs else None
+    if (size is not None and size <= 0) or (size is None and n_data == 0):
+        raise el.error("custom numeric field needs a positive 'size' or some 'data'")
+    if size is not None and n_data > size:
+        raise el.error(f"attribute 'data' has {n_data} numbers, more than size={size}")
+
+
 def _in_world(parent: Element | None) -> bool:
     """Whether the element's nearest body is the world body (frames are transparent)."""
     while parent is not None and parent.tag in ("frame", "replicate"):
@@ -370,12 +380,20 @@ def _build(xml: etree._Element, schema: dict, files: dict, root_file: str,
         for attr in (*schema.get("required", ()), *_COMPILE_REQUIRED.get(el.tag, ())):
             if attr not in el.attrs:
                 raise el.error(f"missing required attribute '{attr}'")
+        for group in schema.get("together", ()):
+            given = [a for a in group if a in el.attrs]
+            if given and len(given) < len(group):
+                missing = next(a for a in group if a not in el.attrs)
+                raise el.error(f"missing required attribute '{missing}' (given with "
+                               f"'{given[0]}')")
         for groups in schema.get("oneof", ()):
             if not any(all(a in el.attrs for a in group) for group in groups):
                 options = " or ".join("+".join(group) for group in groups)
                 raise el.error(f"missing required attribute: needs {options}")
     if el.tag == "frame":
         _check_frame_scale(el)
+    if el.tag == "numeric" and parent is not None and parent.tag == "custom":
+        _check_numeric(el)
     if el.tag in _NOT_IN_WORLD and _in_world(parent):
         raise el.error(f"the world body cannot have {_NOT_IN_WORLD[el.tag]}")
     counts: dict[str, int] = {}

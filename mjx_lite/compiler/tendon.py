@@ -59,6 +59,7 @@ def build_tendons(ctx: Context) -> dict:
     pending = {"tendon_invweight0"} if n else set()
     same_spring = np.array_equal(np.asarray(f["qpos0"]), np.asarray(f["qpos_spring"]))
     users = []
+    exact_length0 = np.ones(n, bool)
     for i, el in enumerate(elements):
         ctx.register("tendon", el)
         out["tendon_adr"][i] = len(wrap_type)
@@ -133,6 +134,7 @@ def build_tendons(ctx: Context) -> dict:
             out["tendon_lengthspring"][i] = spring
         if el.tag == "spatial" and not _straight(el):
             pending.add("tendon_length0")
+            exact_length0[i] = False
         users.append(None if not el.has("user") else np.atleast_1d(el.get("user")))
     out["tendon_user"] = user_array(ctx, "tendon", users, elements)
     out["nuser_tendon"] = out["tendon_user"].shape[1]
@@ -143,6 +145,7 @@ def build_tendons(ctx: Context) -> dict:
     out["nwrap"] = len(wrap_type)
     out["_pending"] = sorted(pending)
     ctx.fields.update({k: v for k, v in out.items() if k != "_pending"})
+    ctx.fields["_tendon_length0_exact"] = exact_length0  # for actuator_length0
     return out
 
 

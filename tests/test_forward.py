@@ -1,0 +1,234 @@
+"""forward / step vs MuJoCo 4.0 mj_forward / mj_step, smooth dynamics only (contact, limit,
+equality and frictionloss disabled), every integrator; energy drift of RK4; gradients."""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+
+import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
+
+from mjx_lite import forward as fwd
+from mjx_lite import interop
+from mjx_lite.types import IntegratorType
+
+from conftest import GYM_ASSETS
+from parity import rel_error
+
+RTOL = 1e-8
+SMOOTH_ONLY = 16 | 8 | 2 | 4  # contact, limit, equality, frictionloss
+FORWARD_FIELDS = ("qfrc_passive", "actuator_force", "act_dot", "qfrc_actuator", "qacc")
+STEP_FIELDS = ("qpos", "qvel", "act", "time", "qacc", "xpos", "qacc_warmstart")
+INTEGRATORS = (IntegratorType.EULER, IntegratorType.IMPLICIT, IntegratorType.IMPLICITFAST,
+               IntegratorType.RK4)
+GYM = ("hopper", "ant", "humanoid", "half_cheetah", "walker2d", "swimmer", "reacher", "pusher",
+       "inverted_pendulum", "inverted_double_pendulum")
+ACCEPTANCE_FILE = pathlib.Path(__file__).with_name("acceptance") / "smooth_dynamics.txt"
+
+# springs (polynomial, springref, ball, tendon deadband), polynomial and actuator dampers,
+# gravcomp (one joint through actuators), both fluid models, every actuator dyn/gain/bias
+# type with clamping, and two standalone free bodies (implicitfast's exact 6x6 block)
+MIXED = """
+<mujoco><option timestep="0.005" density="1.2" viscosity="0.2" wind="0.3 0 -0.1"/><worldbody>
+  <body><joint name="j0" type="hinge" stiffness="1 2 3" springref="10" damping="0.2 0.5 0.7"
+               actuatorfrcrange="-0.5 0.8"/>
+    <geom size=".1" pos="0.2 0 0"/>
+    <body pos="0.4 0 0" gravcomp="0.6">
+      <joint name="j1" type="hinge" axis="0 1 0" damping="0.1" actuatorgravcomp="true"/>
+      <geom type="capsule" size=".05 .2" fluidshape="ellipsoid"/>
+      <body pos="0.3 0 0"><joint name="j2" type="slide" axis="1 0 0" stiffness="2" damping="0.3"/>
+        <geom size=".05" pos="0.1 0 0" mass="0.3"/>
+        <body pos="0 0.2 0"><joint type="ball" stiffness="0.5" damping="0.05"/>
+          <geom type="box" size=".05 .1 .02"/></body>
+      </body>
+    </body>
+  </body>
+  <body pos="1 0 1"><freejoint/><geom type="box" size=".1 .2 .3"/></body>
+  <body pos="0 2 1"><joint type="free" damping="0.1"/>
+    <geom type="ellipsoid" size=".1 .2 .05" fluidshape="ellipsoid"/></body>
+</worldbody>
+<tendon>
+  <fixed name="t" damping="0.3" stiffness="1" springlength="0 0.1" actuatorfrcrange="-0.3 0.4">
+    <joint joint="j0" coef="1"/><joint joint="j1" coef="-0.5"/></fixed>
+  <fixed name="t2"><joint joint="j2" coef="1"/><joint joint="j1" coef="0.3"/></fixed>
+</tendon>
+<actuator>
+  <motor joint="j0" gear="2" ctrlrange="-1 1" damping="0.2 0.1 0.05"/>
+  <position joint="j1" kp="3" kv="0.4" forcerange="-1 1"/>
+  <velocity joint="j2" kv="2"/>
+  <general joint="j0" dyntype="integrator" gaintype="affine" gainprm="1 0.2 0.3"
+           biastype="affine" biasprm="0.1 0.2 0.3" actlimited="true" actrange="-0.5 0.5"/>
+  <general joint="j1" dyntype="filter" dynprm="0.05" actearly="true" group="1"/>
+  <general joint="j2" dyntype="filterexact" dynprm="0.03" actearly="true" actlimited="true"
+           actrange="-0.2 0.3"/>
+  <muscle tendon="t2" lengthrange="-0.6 0.6"/>
+  <muscle joint="j1" lengthrange="-1 1" timeconst="0.02 0.05" tausmooth="0.3" force="12"
+          range="0.5 1.2"/>
+  <motor tendon="t" gear="3"/><motor tendon="t" gear="-1" damping="0.1"/>
+  <intvelocity joint="j2" kp="5" actrange="-1 1"/>
+</actuator></mujoco>"""
+
+DOUBLE_PENDULUM = """
+<mujoco><option timestep="0.005" integrator="RK4"/><worldbody>
+  <body><joint type="hinge" axis="0 1 0"/><geom type="capsule" fromto="0 0 0 0 0 -0.5" size=".05"/>
+    <body pos="0 0 -0.5"><joint type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -0.5" size=".05"/></body></body>
+</worldbody></mujoco>"""
+
+_forward = jax.jit(fwd.forward)
+_step = jax.jit(fwd.step)
+
+
+def _load(name: str):
+    if name == "mixed":
+        mjm = mujoco.MjModel.from_xml_string(MIXED)
+    else:
+        mjm = mujoco.MjModel.from_xml_path(str(GYM_ASSETS / f"{name}.xml"))
+    mjm.opt.disableflags |= SMOOTH_ONLY
+    return mjm
+
+
+def _random_state(mjm, rng):
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:] = mjm.qpos0 + 0.1 * rng.normal(size=mjm.nq)
+    mujoco.mj_normalizeQuat(mjm, mjd.qpos)
+    mjd.qvel[:] = rng.normal(size=mjm.nv)
+    mjd.ctrl[:] = rng.normal(size=mjm.nu)
+    mjd.act[:] = rng.uniform(size=mjm.na)
+    mjd.qfrc_applied[:] = 0.1 * rng.normal(size=mjm.nv)
+    mjd.xfrc_applied[1:] = 0.1 * rng.normal(size=(mjm.nbody - 1, 6))
+    return mjd
+
+
+def _errors(name: str, integrator: IntegratorType, seed: int) -> dict[str, float]:
+    """Relative errors of forward and one step from a random state, per field."""
+    mjm = _load(name)
+    mjm.opt.integrator = int(integrator)
+    rng = np.random.default_rng(seed)
+    mjd = _random_state(mjm, rng)
+    m = interop.model_from_mujoco(mjm)
+    d0 = interop.data_from_mujoco(mjm, mjd, m)
+    out = {}
+    ours = _forward(m, d0)
+    ref = mujoco.MjData(mjm)
+    for f in ("qpos", "qvel", "ctrl", "act", "qfrc_applied", "xfrc_applied"):
+        getattr(ref, f)[:] = getattr(mjd, f)
+    mujoco.mj_forward(mjm, ref)
+    for f in FORWARD_FIELDS:
+        out[f] = rel_error(getattr(ours, f), getattr(ref, f))
+    ours = _step(m, d0)
+    mujoco.mj_step(mjm, mjd)
+    for f in STEP_FIELDS:
+        out["step." + f] = rel_error(np.reshape(getattr(ours, f), -1),
+                                     np.reshape(getattr(mjd, f), -1))
+    return out
+
+
+@pytest.mark.parametrize("integrator", INTEGRATORS, ids=lambda i: i.name.lower())
+@pytest.mark.parametrize("name", ["mixed", "hopper"])
+def test_forward_and_step_match_mujoco(name, integrator):
+    errs = _errors(name, integrator, seed=int(integrator))
+    bad = {k: v for k, v in errs.items() if not v <= RTOL}
+    assert not bad, f"{name}/{integrator.name}: {bad}"
+
+
+def test_inverse_recovers_forces():
+    """qfrc_inverse of forward's qacc equals the applied + actuator forces (no constraints)."""
+    mjm = _load("mixed")
+    mjd = _random_state(mjm, np.random.default_rng(3))
+    m = interop.model_from_mujoco(mjm)
+    d = _forward(m, interop.data_from_mujoco(mjm, mjd, m))
+    inv = jax.jit(fwd.inverse)(m, d)
+    expected = d.qfrc_applied + d.qfrc_actuator + fwd.xfrc_accumulate(m, d)
+    err = rel_error(inv.qfrc_inverse, expected)
+    assert err < RTOL, err
+
+
+def test_grad_matches_finite_differences():
+    """d(w . qacc) by jax.grad vs central differences in float64 on half_cheetah."""
+    mjm = _load("half_cheetah")
+    mjd = _random_state(mjm, np.random.default_rng(7))
+    m = interop.model_from_mujoco(mjm)
+    d = interop.data_from_mujoco(mjm, mjd, m)
+    w = jp.asarray(np.random.default_rng(8).normal(size=mjm.nv))
+
+    def loss(qpos, qvel, ctrl, body_mass, dof_damping):
+        mm = m.replace(body_mass=body_mass, dof_damping=dof_damping)
+        out = fwd.forward(mm, d.replace(qpos=qpos, qvel=qvel, ctrl=ctrl))
+        return jp.dot(w, out.qacc)
+
+    args = (d.qpos, d.qvel, d.ctrl, m.body_mass, m.dof_damping)
+    grads = jax.jit(jax.grad(loss, argnums=tuple(range(5))))(*args)
+    f = jax.jit(loss)
+    eps = 1e-6
+    for k, (x, g) in enumerate(zip(args, grads)):
+        fd = np.zeros(x.shape)
+        for i in range(x.size):
+            plus = list(args)
+            minus = list(args)
+            plus[k] = x.at[i].add(eps)
+            minus[k] = x.at[i].add(-eps)
+            fd[i] = (float(f(*plus)) - float(f(*minus))) / (2 * eps)
+        err = rel_error(g, fd)
+        assert err < 1e-5, f"argument {k}: relative error {err:.2e}"
+
+
+@pytest.mark.acceptance
+def test_acceptance_all_models():
+    """All gym models and the mixed model, 5 random states, every integrator; worst errors
+    per field are written to tests/acceptance/smooth_dynamics.txt."""
+    lines = ["# worst relative error vs MuJoCo 4.0 over 5 random states (float64)",
+             "# model integrator " + " ".join(FORWARD_FIELDS + tuple(
+                 "step." + f for f in STEP_FIELDS))]
+    failures = []
+    for name in ("mixed",) + GYM:
+        for integ in INTEGRATORS:
+            worst: dict[str, float] = {}
+            for seed in range(5):
+                for k, v in _errors(name, integ, seed).items():
+                    worst[k] = max(worst.get(k, 0.0), v)
+            lines.append(f"{name} {integ.name.lower()} " + " ".join(
+                f"{k}={v:.1e}" for k, v in worst.items()))
+            failures += [f"{name}/{integ.name}/{k}" for k, v in worst.items() if not v <= RTOL]
+    ACCEPTANCE_FILE.parent.mkdir(exist_ok=True)
+    ACCEPTANCE_FILE.write_text("\n".join(lines) + "\n")
+    assert not failures, failures
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _rollout(m, d, n):
+    return jax.lax.scan(lambda c, _: (fwd.step(m, c), (c.qpos, c.qvel)), d, None, length=n)
+
+
+@pytest.mark.acceptance
+def test_rk4_energy_drift():
+    """Conservative double pendulum, RK4, 10,000 steps: our energy drift is at most
+    1.05x MuJoCo's own + 1e-12 J (energies of both trajectories evaluated by MuJoCo)."""
+    mjm = mujoco.MjModel.from_xml_string(DOUBLE_PENDULUM)
+    mjm.opt.enableflags |= mujoco.mjtEnableBit.mjENBL_ENERGY
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:] = [1.2, -0.7]
+    m = interop.model_from_mujoco(mjm)
+    d = interop.data_from_mujoco(mjm, mjd, m)
+    n = 10_000
+    _, (qpos, qvel) = _rollout(m, d, n)
+    final = _rollout(m, d, n)[0]
+
+    def energy(q, v):
+        e = mujoco.MjData(mjm)
+        e.qpos[:], e.qvel[:] = q, v
+        mujoco.mj_forward(mjm, e)
+        return e.energy.sum()
+
+    e0 = energy(mjd.qpos, mjd.qvel)
+    ours = max(abs(energy(q, v) - e0) for q, v in zip(np.asarray(qpos), np.asarray(qvel)))
+    ours = max(ours, abs(energy(np.asarray(final.qpos), np.asarray(final.qvel)) - e0))
+    theirs = 0.0
+    for _ in range(n):
+        mujoco.mj_step(mjm, mjd)
+        theirs = max(theirs, abs(energy(mjd.qpos, mjd.qvel) - e0))
+    assert ours <= 1.05 * theirs + 1e-12, (ours, theirs)

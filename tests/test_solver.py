@@ -1,0 +1,167 @@
+"""solver.solve against MuJoCo's converged solution (qacc, qfrc_constraint, efc_force,
+efc_state), the fixed / early-exit loops, and gradients through the fixed-iteration solve.
+
+Both engines run to convergence (tiny tolerance, many iterations), so the comparison is of the
+solution of the same convex problem, not of iterates; MuJoCo's islands are disabled so that its
+efc_state is in efc order.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
+from test_constraint import CONTACT_XML, EQ_XML, setup
+
+from mjx_lite import constraint, solver
+from mjx_lite.types import DisableBit, SolverType
+
+from conftest import GYM_ASSETS, REPO_ROOT
+from parity import assert_close, rel_error
+
+CONVERGED_RTOL = 1e-6  # both engines at tolerance 1e-13: the same minimizer
+PGS_RTOL = 1e-4  # PGS is first order: its converged answer is looser
+CONVERGED = {"tolerance": 1e-13, "iterations": 200, "ls_iterations": 50}
+ELLIPTIC = mujoco.mjtCone.mjCONE_ELLIPTIC
+
+_solve = jax.jit(solver.solve, static_argnames="loop")
+
+
+def compare_solution(mjd, d, rtol, state=True):
+    errs = {}
+    errs["qacc"] = assert_close("qacc", d.qacc, mjd.qacc, rtol)
+    errs["qfrc_constraint"] = assert_close("qfrc_constraint", d.qfrc_constraint,
+                                           mjd.qfrc_constraint, rtol)
+    c = constraint.compact(d)
+    errs["efc_force"] = assert_close("efc_force", c["efc_force"], mjd.efc_force, rtol)
+    if state:
+        np.testing.assert_array_equal(c["efc_state"], mjd.efc_state)
+    return errs
+
+
+@pytest.mark.parametrize("solver_type", [SolverType.NEWTON, SolverType.CG])
+def test_equality_friction_limits(solver_type):
+    opt = dict(CONVERGED, solver=int(solver_type))
+    _, mjd, m, d = setup(EQ_XML, seed=1, qpos_noise=0.4, qvel_noise=1.0, opt=opt)
+    out = _solve(m, d)
+    compare_solution(mjd, out, CONVERGED_RTOL)
+
+
+@pytest.mark.parametrize("cone", ["pyramidal", "elliptic"])
+def test_contacts_newton(cone):
+    opt = dict(CONVERGED, solver=int(SolverType.NEWTON), cone=ELLIPTIC if cone == "elliptic"
+               else 0)
+    _, mjd, m, d = setup(CONTACT_XML, seed=1, qvel_noise=0.3, opt=opt)
+    out = _solve(m, d)
+    compare_solution(mjd, out, CONVERGED_RTOL)
+
+
+def test_pgs_pyramidal():
+    opt = dict(CONVERGED, solver=int(SolverType.PGS), iterations=1000, tolerance=1e-12)
+    _, mjd, m, d = setup(CONTACT_XML, seed=1, qvel_noise=0.3, opt=opt)
+    out = _solve(m, d, loop="early_exit")
+    compare_solution(mjd, out, PGS_RTOL, state=False)
+
+
+def test_early_exit_matches_fixed():
+    opt = dict(CONVERGED, solver=int(SolverType.NEWTON))
+    _, _, m, d = setup(CONTACT_XML, seed=2, qvel_noise=0.3, opt=opt)
+    fixed = _solve(m, d)
+    early = _solve(m, d, loop="early_exit")
+    np.testing.assert_allclose(early.qacc, fixed.qacc, rtol=1e-12, atol=1e-12)
+    assert int(early.solver_niter) == int(fixed.solver_niter) < m.opt.iterations
+
+
+def test_warmstart_at_solution_takes_no_iteration():
+    opt = dict(CONVERGED, solver=int(SolverType.NEWTON), tolerance=1e-8)
+    _, _, m, d = setup(CONTACT_XML, seed=1, qvel_noise=0.3, opt=opt)
+    first = _solve(m, d)
+    again = _solve(m, d.replace(qacc_warmstart=first.qacc))
+    assert int(again.solver_niter) == 0
+    np.testing.assert_allclose(again.qacc, first.qacc, rtol=1e-12)
+
+
+@pytest.mark.parametrize("solver_type", [SolverType.NEWTON, SolverType.CG])
+def test_grad_finite(solver_type):
+    """Reverse mode through 4 fixed iterations (elliptic contacts, limits, friction)."""
+    opt = dict(CONVERGED, solver=int(solver_type), iterations=4, ls_iterations=10,
+               cone=ELLIPTIC)
+    _, _, m, d = setup(CONTACT_XML, seed=1, qvel_noise=0.3, opt=opt)
+
+    def loss(qfrc_smooth, aref):
+        dd = d.replace(qfrc_smooth=qfrc_smooth, qacc_smooth=jp.linalg.solve(d.qM, qfrc_smooth),
+                       efc_aref=aref)
+        return jp.sum(solver.solve(m, dd).qacc ** 2)
+
+    g = jax.jit(jax.grad(loss, argnums=(0, 1)))(d.qfrc_smooth, d.efc_aref)
+    assert all(np.all(np.isfinite(x)) for x in g)
+    assert float(jp.abs(g[0]).max()) > 0
+
+
+# ------------------------------------------------------------------------------------------
+# acceptance tier: gymnasium models, contacts disabled, random qpos violating the limits
+
+
+def _gym_states():
+    for name in ("humanoid", "ant", "hopper", "walker2d", "half_cheetah"):
+        path = GYM_ASSETS / f"{name}.xml"
+        if path.exists():
+            yield name, path
+
+
+@pytest.mark.acceptance
+def test_acceptance_gym_limits():
+    lines = []
+    worst = 0.0
+    for name, path in _gym_states():
+        mjm = mujoco.MjModel.from_xml_path(str(path))
+        for stype in (SolverType.NEWTON, SolverType.CG):
+            opt = dict(CONVERGED, solver=int(stype))
+            for seed in range(3):
+                _, mjd, m, d = setup("", mjm=mjm, seed=seed, qpos_noise=0.8, qvel_noise=1.0,
+                                     opt=opt, disable=DisableBit.CONTACT)
+                if mjd.nefc == 0:
+                    continue
+                out = _solve(m, d)
+                c = constraint.compact(out)
+                errs = [rel_error(out.qacc, mjd.qacc),
+                        rel_error(out.qfrc_constraint, mjd.qfrc_constraint),
+                        rel_error(c["efc_force"], mjd.efc_force)]
+                worst = max(worst, *errs)
+                lines.append(f"{name} {stype.name} seed={seed} nefc={mjd.nefc} "
+                             f"qacc={errs[0]:.2e} qfrc_constraint={errs[1]:.2e} "
+                             f"efc_force={errs[2]:.2e}")
+    contact_lines, cworst = _contact_matrix()
+    out_dir = pathlib.Path(REPO_ROOT) / "tests" / "acceptance"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "solver.txt").write_text(
+        "solver parity, both engines converged (tolerance 1e-13; PGS 1e-12, 1000 iterations)\n"
+        + "\n".join(lines + contact_lines)
+        + f"\nworst relative error: limits {worst:.2e}, contacts {cworst:.2e}\n")
+    assert worst < 1e-5 and cworst < 1e-5
+
+
+def _contact_matrix():
+    lines, worst = [], 0.0
+    for cone in (0, ELLIPTIC):
+        for stype in (SolverType.NEWTON, SolverType.CG, SolverType.PGS):
+            if stype == SolverType.PGS and cone == ELLIPTIC:
+                continue
+            opt = dict(CONVERGED, solver=int(stype), cone=cone)
+            if stype == SolverType.PGS:
+                opt.update(iterations=1000, tolerance=1e-12)
+            _, mjd, m, d = setup(CONTACT_XML, seed=1, qvel_noise=0.3, opt=opt)
+            out = _solve(m, d, loop="early_exit")
+            c = constraint.compact(out)
+            errs = [rel_error(out.qacc, mjd.qacc), rel_error(c["efc_force"], mjd.efc_force)]
+            if stype != SolverType.PGS:
+                worst = max(worst, *errs)
+            lines.append(f"contacts cone={'elliptic' if cone else 'pyramidal'} {stype.name} "
+                         f"niter={int(out.solver_niter)} qacc={errs[0]:.2e} "
+                         f"efc_force={errs[1]:.2e}")
+    return lines, worst
+
