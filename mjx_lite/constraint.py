@@ -438,7 +438,7 @@ def _contact(m: Model, d: Data, p: RowPlan, con, dtype):
         kzero = jp.broadcast_to(j[None] > 0, (n, w))
     else:
         pair = j // 2  # friction dimension k-1 of the edge pair
-        sign = np.where(j % 2 == 0, 1.0, -1.0)
+        sign = jp.asarray(np.where(j % 2 == 0, 1.0, -1.0), dtype)
         k = np.minimum(pair + 1, 5)
         f = fr[:, np.minimum(pair, 4)]
         jac = jc[:, :1] + (sign[None, :] * f)[..., None] * jc[:, k]

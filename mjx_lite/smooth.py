@@ -259,6 +259,11 @@ def crb(m: Model, d: Data) -> Data:
     anc = tree.dof_ancestors(m)
     lower = jp.where(anc, force @ d.cdof.T, 0.0)
     qm = lower + lower.T - jp.diag(jp.diag(lower)) + jp.diag(jp.asarray(m.dof_armature))
+    if m.ntendon:
+        # tendon armature is inertia along the tendon: M += J' diag(armature) J (MuJoCo >= 3.2;
+        # the matching bias term J' armature Jdot qvel vanishes for fixed tendons)
+        arm = jp.asarray(m.tendon_armature)
+        qm = qm + d.ten_J.T @ (arm[:, None] * d.ten_J)
     return d.replace(crb=crb_, qM=qm)
 
 

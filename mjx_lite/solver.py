@@ -301,6 +301,9 @@ def _primal_step(m, d, p, cone, newton: bool, ctx: Context) -> Context:
     gradient = scale * jp.linalg.norm(grad)
     tol = m.opt.tolerance
     done = (improvement < tol) | (gradient < tol)
+    if newton:
+        # Newton decrement 0.5 g' H^-1 g: the predicted improvement of the next iteration
+        done = done | (scale * 0.5 * jp.dot(grad, mgrad) < tol)
     new = Context(qacc=qacc, Ma=ma, jar=jar, cost=cost, grad=grad, Mgrad=mgrad,
                   search=search, done=done, niter=ctx.niter + 1)
     return jax.tree_util.tree_map(lambda o, n: jp.where(ctx.done, o, n), ctx, new)

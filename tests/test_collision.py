@@ -22,6 +22,9 @@ from mjx_lite.types import DisableBit
 
 # analytic colliders follow MuJoCo's arithmetic, so agreement is to rounding
 ANALYTIC_TOL = 1e-8
+# sphere-ellipsoid is exact here but solved by MuJoCo's GJK/EPA (ccd_tolerance 1e-6): the
+# issue's convex-pair tolerances (dist max(1e-5, 10 ccd_tolerance size), normal and pos 1e-4)
+CONVEX_TOL = {"dist": 1e-5, "pos": 1e-4, "frame": 1e-4, "params": ANALYTIC_TOL}
 ACCEPTANCE_FILE = pathlib.Path(__file__).parent / "acceptance" / "collision.txt"
 
 _collide = jax.jit(collision)
@@ -39,6 +42,8 @@ PAIR_XML = {
     "sphere_sphere": ('<geom type="sphere" size="0.2"/>', '<geom type="sphere" size="0.15"/>'),
     "sphere_capsule": ('<geom type="sphere" size="0.2"/>',
                        '<geom type="capsule" size="0.1 0.3"/>'),
+    "sphere_ellipsoid": ('<geom type="sphere" size="0.2"/>',
+                         '<geom type="ellipsoid" size="0.2 0.3 0.1"/>'),
     "sphere_cylinder": ('<geom type="sphere" size="0.2"/>',
                         '<geom type="cylinder" size="0.2 0.3"/>'),
     "sphere_box": ('<geom type="sphere" size="0.2"/>', '<geom type="box" size="0.2 0.3 0.1"/>'),
@@ -148,12 +153,33 @@ def compare(ours: list[dict], theirs: list[dict]) -> dict[str, float]:
     return worst
 
 
+def _sphere_inside_ellipsoid(mjm: mujoco.MjModel, q: np.ndarray) -> bool:
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:] = q
+    mujoco.mj_kinematics(mjm, mjd)
+    p = mjd.geom_xmat[1].reshape(3, 3).T @ (mjd.geom_xpos[0] - mjd.geom_xpos[1])
+    return bool(np.sum((p / mjm.geom_size[1]) ** 2) < 1)
+
+
+def tolerance(name: str) -> dict[str, float]:
+    if name == "sphere_ellipsoid":
+        return CONVEX_TOL
+    return {k: ANALYTIC_TOL for k in ("dist", "pos", "frame", "params")}
+
+
 def sweep(name: str, n: int, seed: int = 0, margin: float = 0.0) -> dict[str, float]:
     mjm = pair_model(*PAIR_XML[name], margin=margin)
     qposes = random_states(mjm, np.random.default_rng(seed), n)
     ours, theirs = ours_and_theirs(mjm, qposes)
     worst = {"dist": 0.0, "pos": 0.0, "frame": 0.0, "params": 0.0, "ncon": 0}
     for k, (o, t) in enumerate(zip(ours, theirs)):
+        if name == "sphere_ellipsoid" and _sphere_inside_ellipsoid(mjm, qposes[k]):
+            # sphere center inside: MuJoCo's EPA stops at a lower bound of the depth (up to
+            # 1e-4 short on these sizes, checked against a brute-force minimum), so only
+            # the count and "ours at least as deep" are compared
+            assert len(o) == len(t)
+            assert all(a["dist"] <= b["dist"] + 1e-12 for a, b in zip(o, t))
+            continue
         try:
             w = compare(o, t)
         except AssertionError as e:
@@ -167,8 +193,8 @@ def sweep(name: str, n: int, seed: int = 0, margin: float = 0.0) -> dict[str, fl
 def test_pair_matches_mujoco(name):
     worst = sweep(name, n=12, margin=0.02)
     assert worst["ncon"] > 0, "the sweep produced no contacts"
-    for field in ("dist", "pos", "frame", "params"):
-        assert worst[field] < ANALYTIC_TOL, (name, field, worst)
+    for field, tol in tolerance(name).items():
+        assert worst[field] < tol, (name, field, worst)
 
 
 def rollout_states(mjm: mujoco.MjModel, nstate: int, seed: int = 0) -> list[np.ndarray]:
@@ -204,8 +230,8 @@ def test_collision_acceptance():
         lines.append(f"{name:18s} contacts {worst['ncon']:4d}  dist {worst['dist']:.1e}  "
                      f"pos {worst['pos']:.1e}  frame {worst['frame']:.1e}  "
                      f"params {worst['params']:.1e}")
-        for field in ("dist", "pos", "frame", "params"):
-            assert worst[field] < ANALYTIC_TOL, (name, field, worst)
+        for field, tol in tolerance(name).items():
+            assert worst[field] < tol, (name, field, worst)
     lines += ["", "library models, 10 rollout states with >= 4 contacts each"]
     skipped = []
     for path in _library_models(nested=False) + _library_models(nested=True):
@@ -403,3 +429,37 @@ def check_grad_finite(name):
     qs = jp.asarray(np.stack(_grad_states(mjm)))
     grads = jax.jit(jax.vmap(jax.grad(total)))(qs)
     assert np.all(np.isfinite(np.asarray(grads))), (name, np.asarray(grads))
+
+
+SCENE_XML = """
+<mujoco>
+  <worldbody>
+    <geom type="plane" size="5 5 1"/>
+    <body pos="0 0 0.15"><freejoint/><geom type="box" size="0.1 0.15 0.2" euler="10 20 30"/></body>
+    <body pos="0.2 0.05 0.1"><freejoint/><geom type="sphere" size="0.12"/></body>
+    <body pos="-0.15 0.1 0.12"><freejoint/><geom type="capsule" size="0.08 0.2" euler="80 0 0"/>
+    </body>
+    <body pos="0.05 -0.2 0.1"><freejoint/><geom type="cylinder" size="0.1 0.1" euler="5 0 0"/>
+    </body>
+    <body pos="0.3 -0.2 0.05"><freejoint/><geom type="ellipsoid" size="0.1 0.2 0.06"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def test_float32_matches_float64():
+    mjm = mujoco.MjModel.from_xml_string(SCENE_XML)
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_forward(mjm, mjd)
+    m = interop.model_from_mujoco(mjm)
+    d = interop.data_from_mujoco(mjm, mjd, m)
+    to32 = lambda x: x.astype(jp.float32) if x.dtype == jp.float64 else x  # noqa: E731
+    c64 = _collide(m, d).contact
+    c32 = _collide(jax.tree.map(to32, m), jax.tree.map(to32, d)).contact
+    assert c32.dist.dtype == jp.float32 and c32.frame.dtype == jp.float32
+    assert int(c64.valid.sum()) >= 6
+    np.testing.assert_array_equal(np.asarray(c32.valid), np.asarray(c64.valid))
+    v = np.asarray(c64.valid)
+    for f in ("dist", "pos", "frame"):
+        np.testing.assert_allclose(np.asarray(getattr(c32, f))[v], np.asarray(getattr(c64, f))[v],
+                                   atol=1e-5, err_msg=f)

@@ -102,6 +102,70 @@ def test_grad_finite(solver_type):
     assert float(jp.abs(g[0]).max()) > 0
 
 
+FLOAT32_RTOL = 1e-4  # float32 rounding on a converged solve
+
+
+def _f32(tree):
+    return jax.tree_util.tree_map(
+        lambda x: x.astype(jp.float32) if jp.issubdtype(x.dtype, jp.floating) else x, tree)
+
+
+@pytest.mark.parametrize("cone", [0, ELLIPTIC])
+def test_float32(cone):
+    opt = dict(tolerance=1e-8, iterations=50, cone=cone)
+    _, mjd, m, d = setup(CONTACT_XML, seed=1, qvel_noise=0.3, opt=opt)
+    m32, d32 = _f32(m), _f32(d)
+    rows = jax.jit(lambda m, d: constraint.reference_constraint(
+        m, constraint.make_constraint(m, d)))(m32, d32)
+    assert rows.efc_J.dtype == rows.efc_aref.dtype == rows.efc_D.dtype == jp.float32
+    out = _solve(m32, rows)
+    assert out.qacc.dtype == jp.float32
+    assert_close("qacc float32", np.asarray(out.qacc, np.float64), mjd.qacc, FLOAT32_RTOL)
+
+
+PIPELINE_XML = """
+<mujoco><option timestep="0.005" tolerance="1e-13" iterations="200"/><worldbody>
+<geom type="plane" size="5 5 .1"/>
+<body pos="0 0 .09"><freejoint/><geom type="sphere" size=".1"/></body>
+<body pos=".5 0 .095"><freejoint/><geom type="sphere" size=".1" condim="1"/></body>
+<body pos="1 0 .2"><joint type="hinge" axis="0 1 0" range="-.1 .1"/>
+  <geom type="capsule" size=".05" fromto="0 0 0 .3 0 -.2"/></body>
+</worldbody></mujoco>"""
+
+
+def test_pipeline_with_collision():
+    """make_data budget, mjx_lite's own collision, the forward stages and the solver together;
+    contact slot order is the collider's, so order-free outputs are compared."""
+    from mjx_lite import interop, io
+    from mjx_lite.collision import driver
+    from mjx_lite.forward import fwd_acceleration, fwd_actuation, fwd_position, fwd_velocity
+
+    mjm = mujoco.MjModel.from_xml_string(PIPELINE_XML)
+    mjm.opt.disableflags |= DisableBit.ISLAND
+    mjd = mujoco.MjData(mjm)
+    mjd.qvel[:] = 0.3 * np.random.default_rng(0).standard_normal(mjm.nv)
+    mjd.qpos[-1] = 0.2
+    mujoco.mj_forward(mjm, mjd)
+    m = interop.model_from_mujoco(mjm)
+    d = io.make_data(m).replace(qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel))
+
+    def fwd(m, d):
+        d = fwd_position(m, d)
+        d = driver.collision(m, d)
+        d = constraint.make_constraint(m, d)
+        d = fwd_velocity(m, d)
+        d = constraint.reference_constraint(m, d)
+        d = fwd_actuation(m, d)
+        d = fwd_acceleration(m, d)
+        return solver.solve(m, d)
+
+    out = jax.jit(fwd)(m, d)
+    assert out.efc_J.shape == d.efc_J.shape  # make_data's budget is the one the rows fill
+    assert int(out.efc_active.sum()) == mjd.nefc
+    assert_close("qacc", out.qacc, mjd.qacc, CONVERGED_RTOL)
+    assert_close("qfrc_constraint", out.qfrc_constraint, mjd.qfrc_constraint, CONVERGED_RTOL)
+
+
 # ------------------------------------------------------------------------------------------
 # acceptance tier: gymnasium models, contacts disabled, random qpos violating the limits
 

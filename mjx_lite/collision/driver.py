@@ -5,13 +5,15 @@ parameters"), written to ``d.contact`` with a static number of slots.
 
 Slot layout: groups in key order, each group ``npair * NCON`` slots, pair-major. Slot order
 is therefore by type key, not MuJoCo's pair order; compare contacts as sets. Contacts per
-pair (``NCON``): 1 for any pair with a sphere, 2 plane-capsule, 4 plane-cylinder, 4 plane-box,
-2 capsule-capsule, 2 capsule-box (the most each collider can return, so nothing is dropped).
+pair (``NCON``): 1 for any pair with a sphere or ellipsoid, 2 plane-capsule, 4 plane-cylinder,
+4 plane-box, 2 capsule-capsule, 2 capsule-box: the most each collider can return, so no
+contact is ever dropped (and no contact-full warning is needed).
 
 Culling is a mask: a culled pair still runs its collider (fixed shapes under jit/vmap), so it
-saves no work yet; it only guarantees MuJoCo's result where a collider is conservative.
-Pair types without a collider here (box-box, ellipsoid except with a plane, cylinder-cylinder, capsule-cylinder,
-mesh, hfield) get no slots and a Python warning at trace time.
+saves no work yet; it reproduces MuJoCo's filter, whose result the colliders never change.
+Pair types without a collider here (box-box; ellipsoid with capsule, ellipsoid, cylinder, box
+or mesh; cylinder-cylinder, capsule-cylinder, cylinder-box; mesh; hfield) get no slots and a
+Python warning at trace time.
 """
 
 from __future__ import annotations

@@ -455,7 +455,9 @@ def _ellipsoid_closest(p, a, iters: int = 80):
     hi = jp.where(inside, 0.0, jp.max(a) * math.safe_norm(p) + jp.max(a2))
 
     def f(t):
-        return jp.sum((a * p / (a2 + t)) ** 2) - 1
+        den = a2 + t
+        den = jp.where(jp.abs(den) > MINVAL, den, MINVAL)  # p = 0 makes the pole 0 / 0
+        return jp.sum((a * p / den) ** 2) - 1
 
     def body(_, bracket):
         lo, hi = bracket
@@ -464,8 +466,27 @@ def _ellipsoid_closest(p, a, iters: int = 80):
         return jp.where(pos, mid, lo), jp.where(pos, hi, mid)
 
     lo, hi = jax.lax.fori_loop(0, iters, body, (lo, hi))
-    t = 0.5 * (lo + hi)
-    return a2 * p / (a2 + t)
+    # one Newton step from the (constant) bisection root gives t its implicit-function gradient
+    t0 = jax.lax.stop_gradient(0.5 * (lo + hi))
+    den0 = a2 + t0
+    den0 = jp.where(jp.abs(den0) > MINVAL, den0, MINVAL)
+    df = -2 * jp.sum((a * p) ** 2 / den0**3)
+    t = t0 - math.safe_div(f(t0), df)
+    den = a2 + t
+    ok = jp.abs(den) > 1e-12
+    x = jp.where(ok, a2 * p / jp.where(ok, den, 1.0), 0.0)
+    # p on the smallest axis's plane inside the evolute: the root sits at t = -min a^2 and the
+    # nearest point leaves that plane (Eberly's degenerate case)
+    k = jp.argmin(a)
+    rest = jp.arange(3) != k
+    amin2 = a2[k]
+    dk = a2 - amin2
+    xd = jp.where(rest & (jp.abs(dk) > MINVAL), a2 * p / jp.where(jp.abs(dk) > MINVAL, dk, 1.0),
+                  0.0)
+    zk = a[k] * safe_sqrt(1 - jp.sum(jp.where(rest, (xd / a) ** 2, 0.0)))
+    xd = jp.where(rest, xd, jp.where(p[k] < 0, -zk, zk))
+    on_surface = jp.abs(jp.sum((x / a) ** 2) - 1) < 1e-6
+    return jp.where(on_surface, x, xd)
 
 
 def sphere_ellipsoid(pos1, mat1, size1, pos2, mat2, size2, margin):

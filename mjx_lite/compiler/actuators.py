@@ -87,8 +87,16 @@ class _Record:
         return new
 
 
-def _apply(rec: _Record, tag: str, attrs: dict, el: Element) -> None:
-    """Applies one <general> or shortcut (from a default class or the element) to ``rec``."""
+def _compatible(rec: _Record, tag: str) -> bool:
+    return rec.tag == tag or (rec.tag in (None, "general")
+                              and rec.gaintype == _SHORTCUT_GAIN[tag])
+
+
+def _apply(rec: _Record, tag: str, attrs: dict, el: Element, ancestors=()) -> None:
+    """Applies one <general> or shortcut (from a default class or the element) to ``rec``.
+
+    ``ancestors``: the actuator records of the enclosing default classes, outermost first.
+    """
     schema = _actuator_schema(tag)
 
     def val(name, default=None):
@@ -156,17 +164,17 @@ def _apply(rec: _Record, tag: str, attrs: dict, el: Element) -> None:
         rec.tag = "general"
         return
 
-    # A shortcut keeps the class's own parameters only when that class actuator was written
-    # by the same shortcut, or by <general> (or nothing) with the same gain type.
-    compat = rec.tag == tag or (rec.tag in (None, "general")
-                                and rec.gaintype == _SHORTCUT_GAIN[tag])
+    # A shortcut keeps the parameters of a class actuator written by the same shortcut, or
+    # by <general> (or nothing) with the same gain type: the current one if so, else the
+    # nearest such ancestor class (measured on MuJoCo 4.0); otherwise its internal defaults.
+    src = next((r for r in (rec, *reversed(ancestors)) if _compatible(r, tag)), None)
     dynprm, gainprm, biasprm = _prm(), _prm(), _prm(None)
     dyntype, gaintype, biastype = DynType.NONE, GainType.FIXED, BiasType.NONE
-    inherit = rec.inheritrange if compat else 0.0
+    inherit = src.inheritrange if src else 0.0
 
     def damping_term() -> float:
         """biasprm[2]: -kv, or a positive dampratio resolved later (``position/dampratio``)."""
-        b2 = rec.biasprm[2] if compat else 0.0
+        b2 = src.biasprm[2] if src else 0.0
         if given("kv") and given("dampratio"):
             raise el.error("kv and dampratio cannot both be defined")
         if given("kv"):
@@ -182,7 +190,7 @@ def _apply(rec: _Record, tag: str, attrs: dict, el: Element) -> None:
     if tag == "motor":
         pass
     elif tag in ("position", "intvelocity"):
-        kp = val("kp", rec.gainprm[0] if compat else 1.0)
+        kp = val("kp", src.gainprm[0] if src else 1.0)
         if kp < 0:
             raise el.error("kp cannot be negative")
         gainprm[0] = kp
@@ -191,11 +199,13 @@ def _apply(rec: _Record, tag: str, attrs: dict, el: Element) -> None:
         biastype = BiasType.AFFINE
         if given("inheritrange"):
             inherit = val("inheritrange")
+            if inherit > 0 and given("ctrlrange") and tag == "position":
+                raise el.error("ctrlrange and inheritrange cannot both be defined")
         # Both servos keep a filter time constant held by a compatible class actuator
         # (intvelocity has no timeconst attribute but keeps the value; measured on 4.0).
         timeconst = val("timeconst")
-        if timeconst is None and compat and rec.dyntype == DynType.FILTEREXACT:
-            timeconst = rec.dynprm[0]
+        if timeconst is None and src and src.dyntype == DynType.FILTEREXACT:
+            timeconst = src.dynprm[0]
         if timeconst is not None:
             if timeconst < 0:
                 raise el.error("timeconst cannot be negative")
@@ -204,14 +214,14 @@ def _apply(rec: _Record, tag: str, attrs: dict, el: Element) -> None:
         if tag == "intvelocity":
             dyntype = DynType.INTEGRATOR
     elif tag == "velocity":
-        kv = val("kv", rec.gainprm[0] if compat else 1.0)
+        kv = val("kv", src.gainprm[0] if src else 1.0)
         if kv < 0:
             raise el.error("kv cannot be negative")
         gainprm[0] = kv
         biasprm[2] = -kv
         biastype = BiasType.AFFINE
     elif tag == "damper":
-        kv = val("kv", -rec.gainprm[2] if compat else 0.0)
+        kv = val("kv", -src.gainprm[2] if src else 0.0)
         if kv < 0:
             raise el.error("damping coefficient cannot be negative")
         gainprm[0] = 0.0
@@ -219,18 +229,18 @@ def _apply(rec: _Record, tag: str, attrs: dict, el: Element) -> None:
         gaintype = GainType.AFFINE
         rec.flags["ctrllimited"] = "true"
     elif tag == "cylinder":
-        dynprm[0] = val("timeconst", rec.dynprm[0] if compat else 1.0)
-        gainprm[0] = val("area", rec.gainprm[0] if compat else 1.0)
+        dynprm[0] = val("timeconst", src.dynprm[0] if src else 1.0)
+        gainprm[0] = val("area", src.gainprm[0] if src else 1.0)
         if given("diameter"):  # diameter takes precedence over area (``cylinder/diameter``)
             gainprm[0] = math.pi / 4 * val("diameter") ** 2
-        biasprm[:3] = rec.biasprm[:3] if compat else 0.0
+        biasprm[:3] = src.biasprm[:3] if src else 0.0
         if given("bias"):
             biasprm[:3] = val("bias")
         dyntype, biastype = DynType.FILTER, BiasType.AFFINE
     elif tag == "muscle":
-        if compat:
-            dynprm[:3] = rec.dynprm[:3]
-            gainprm[:9] = rec.gainprm[:9]
+        if src:
+            dynprm[:3] = src.dynprm[:3]
+            gainprm[:9] = src.gainprm[:9]
         else:
             dynprm[:3] = _MUSCLE_DYN
             gainprm[:9] = _MUSCLE_GAIN
@@ -248,7 +258,7 @@ def _apply(rec: _Record, tag: str, attrs: dict, el: Element) -> None:
         biasprm = gainprm.copy()
         dyntype, gaintype, biastype = DynType.MUSCLE, GainType.MUSCLE, BiasType.MUSCLE
     elif tag == "adhesion":
-        gain = val("gain", rec.gainprm[0] if compat else 1.0)
+        gain = val("gain", src.gainprm[0] if src else 1.0)
         if gain < 0:
             raise el.error("adhesion gain cannot be negative")
         gainprm[0] = gain
@@ -258,7 +268,10 @@ def _apply(rec: _Record, tag: str, attrs: dict, el: Element) -> None:
     rec.dyntype, rec.gaintype, rec.biastype = dyntype, gaintype, biastype
     rec.dynprm, rec.gainprm, rec.biasprm = dynprm, gainprm, biasprm
     rec.spec = _SHORTCUT_SPEC.get(tag, 0)
-    rec.inheritrange = inherit
+    if tag in ("position", "intvelocity"):
+        rec.inheritrange = inherit
+        if inherit > 0 and tag == "position":
+            rec.vec["ctrlrange"][:] = 0.0  # to be inherited from the target at compile time
     rec.actearly, rec.actdim = False, -1
     rec.tag = tag
 
@@ -271,12 +284,22 @@ def _position_like(rec: _Record, gains=(GainType.FIXED, GainType.AFFINE)) -> boo
 
 
 def _record(ctx: Context, el: Element) -> _Record:
-    """Replays the default class's actuator shortcuts, then the element itself."""
-    rec = _Record()
-    for tag, attrs in ctx.spec.classes[el.cls].actuator_ops:
-        attrs = {k: v for k, v in attrs.items() if k not in ("name", "class")}
-        _apply(rec, tag, attrs, el)
-    _apply(rec, el.tag, {k: v for k, v in el.attrs.items() if k != "class"}, el)
+    """Replays the default classes' actuator shortcuts (outermost class first), then the
+    element itself."""
+    chain = []
+    cls = ctx.spec.classes[el.cls]
+    while cls is not None:
+        chain.append(cls)
+        cls = cls.parent
+    rec, ancestors = _Record(), []
+    for cls in reversed(chain):
+        inherited = len(cls.parent.actuator_ops) if cls.parent is not None else 0
+        for tag, attrs in cls.actuator_ops[inherited:]:
+            attrs = {k: v for k, v in attrs.items() if k not in ("name", "class")}
+            _apply(rec, tag, attrs, el, ancestors)
+        ancestors.append(rec.copy())
+    _apply(rec, el.tag, {k: v for k, v in el.attrs.items() if k != "class"}, el,
+           ancestors[:-1])
     return rec
 
 
@@ -487,9 +510,12 @@ def build_actuators(ctx: Context) -> dict:
             elif trntype == TrnType.TENDON:
                 ten_act[target] = i if ten_act[target] == -1 else -2
 
+        # inheritrange acts on position-like actuators only (and is silently unused on
+        # others); a position-like one with other dynamics is an error (measured on 4.0).
         if rec.inheritrange > 0 and _position_like(rec, (GainType.FIXED,)):
-            if "ctrlrange" in rec.has and rec.tag == "position":
-                raise el.error("ctrlrange and inheritrange cannot both be defined")
+            if rec.dyntype not in (DynType.NONE, DynType.FILTEREXACT, DynType.INTEGRATOR):
+                raise el.error("inheritrange only available for position and intvelocity "
+                               "actuators")
             rng = _target_range(ctx, trntype, target, el)
             mid, half = rng.mean(), rec.inheritrange * (rng[1] - rng[0]) / 2
             if rec.dyntype == DynType.INTEGRATOR:
@@ -528,10 +554,14 @@ def build_actuators(ctx: Context) -> dict:
             out["actuator_actnum"][i] = actnum
             na += actnum
 
-        if _position_like(rec) and rec.biasprm[2] > 0:
+        # A positive biasprm[2] is a dampratio wherever gainprm[0] = -biasprm[1], whatever
+        # the bias type (measured on MuJoCo 4.0).
+        if (rec.biasprm[2] > 0 and rec.gainprm[0] == -rec.biasprm[1]
+                and rec.gaintype in (GainType.FIXED, GainType.AFFINE)):
             pending.add("actuator_biasprm")  # dampratio -> kv at qpos0 (position/dampratio)
-        if GainType.MUSCLE in (rec.gaintype, rec.biastype):
-            prm = rec.gainprm if rec.gaintype == GainType.MUSCLE else rec.biasprm
+        for kind, prm in ((rec.gaintype, rec.gainprm), (rec.biastype, rec.biasprm)):
+            if kind != GainType.MUSCLE:  # GainType.MUSCLE == BiasType.MUSCLE == 2
+                continue
             if not prm[0] < prm[1]:
                 raise el.error("muscle range[0] < range[1] required")
             if not prm[4] < 1 < prm[5]:

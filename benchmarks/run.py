@@ -1,0 +1,175 @@
+"""Benchmark runner: mjx_lite next to MJX and MuJoCo C, same models, batches and machine, one run.
+
+    python benchmarks/run.py                      # ant and humanoid, batches 1 64 1024
+    python benchmarks/run.py --models ant --batches 1 64 --steps 50 --disable contact,limit
+
+For each model it prints: MJCF compile seconds (mjx_lite's own compiler vs mujoco's), and per
+batch size the jit seconds and steps/s of a jitted, vmapped ``step`` rolled out with
+``lax.scan`` for mjx_lite and MJX, and single-thread steps/s of MuJoCo C (``mj_step`` in a
+loop, batch 1 only: a batch of B costs B times as much on one thread). float32 unless --x64.
+Results go to stdout and to benchmarks/results/<device>.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import platform
+import time
+
+import jax
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+_FLAG_BITS = {"constraint": 1, "equality": 2, "frictionloss": 4, "limit": 8, "contact": 16,
+              "spring": 32, "damper": 64, "gravity": 128}
+
+
+def _model_path(name: str) -> pathlib.Path:
+    local = ROOT / "models" / f"{name}.xml"
+    if local.exists():
+        return local
+    import importlib.util
+
+    spec = importlib.util.find_spec("gymnasium")
+    gym = pathlib.Path(next(iter(spec.submodule_search_locations))) / "envs/mujoco/assets"
+    return gym / f"{name}.xml"
+
+
+def _time(fn, *args):
+    t0 = time.perf_counter()
+    out = fn(*args)
+    jax.block_until_ready(out)
+    return out, time.perf_counter() - t0
+
+
+def _rollout_fn(step, nsteps: int):
+    def rollout(m, d):
+        def body(d, _):
+            return step(m, d), None
+
+        d, _ = jax.lax.scan(body, d, None, length=nsteps)
+        return d
+
+    return jax.jit(jax.vmap(rollout, in_axes=(None, 0)))
+
+
+def _batch(d, batch: int, key):
+    def one(k):
+        return d.replace(qvel=d.qvel + 0.01 * jax.random.normal(k, d.qvel.shape, d.qvel.dtype))
+
+    return jax.vmap(one)(jax.random.split(key, batch))
+
+
+def bench_mjx_lite(path, disable: int, batches, nsteps: int) -> dict:
+    import mjx_lite
+
+    t0 = time.perf_counter()
+    m = mjx_lite.load_model(path)
+    compile_s = time.perf_counter() - t0
+    m = m.replace(opt=m.opt.replace(disableflags=m.opt.disableflags | disable))
+    d = mjx_lite.make_data(m)
+    out = {"load_s": compile_s}
+    fn = _rollout_fn(mjx_lite.step, nsteps)
+    for b in batches:
+        db = _batch(d, b, jax.random.key(0))
+        _, jit_s = _time(fn, m, db)  # the first call compiles (and runs once)
+        _, run_s = _time(fn, m, db)
+        out[b] = {"jit_s": jit_s - run_s, "steps_per_s": b * nsteps / run_s}
+    return out
+
+
+def bench_mjx(path, disable: int, batches, nsteps: int) -> dict:
+    import mujoco
+    from mujoco import mjx
+
+    t0 = time.perf_counter()
+    mjm = mujoco.MjModel.from_xml_path(str(path))
+    out = {"load_s": time.perf_counter() - t0}
+    mjm.opt.disableflags |= disable
+    try:
+        m = mjx.put_model(mjm)
+        d = mjx.make_data(m)
+    except Exception as e:  # noqa: BLE001 - MJX rejects some features; report, don't crash
+        return {"error": f"{type(e).__name__}: {e}"[:120], **out}
+    fn = _rollout_fn(mjx.step, nsteps)
+    for b in batches:
+        db = _batch(d, b, jax.random.key(0))
+        try:
+            _, jit_s = _time(fn, m, db)
+            _, run_s = _time(fn, m, db)
+        except Exception as e:  # noqa: BLE001
+            out[b] = {"error": f"{type(e).__name__}"}
+            continue
+        out[b] = {"jit_s": jit_s - run_s, "steps_per_s": b * nsteps / run_s}
+    return out
+
+
+def bench_mujoco_c(path, disable: int, nsteps: int) -> dict:
+    import mujoco
+
+    mjm = mujoco.MjModel.from_xml_path(str(path))
+    mjm.opt.disableflags |= disable
+    mjd = mujoco.MjData(mjm)
+    n = max(nsteps * 20, 1000)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        mujoco.mj_step(mjm, mjd)
+    return {"steps_per_s": n / (time.perf_counter() - t0)}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", nargs="+", default=["ant", "humanoid"])
+    parser.add_argument("--batches", nargs="+", type=int, default=[1, 64, 1024])
+    parser.add_argument("--steps", type=int, default=100, help="steps per rollout (scan length)")
+    parser.add_argument("--disable", default="contact,limit,equality,frictionloss",
+                        help="comma-separated disable flags applied to every engine ('' = none)")
+    parser.add_argument("--x64", action="store_true", help="float64 (default float32)")
+    parser.add_argument("--no-mjx", action="store_true")
+    args = parser.parse_args(argv)
+    if args.x64:
+        jax.config.update("jax_enable_x64", True)
+    disable = 0
+    for name in filter(None, args.disable.split(",")):
+        disable |= _FLAG_BITS[name]
+    device = jax.devices()[0]
+    header = (f"device: {device.platform} ({device.device_kind}), {os.cpu_count()} cpus, "
+              f"{platform.processor() or platform.machine()}; dtype "
+              f"{'float64' if args.x64 else 'float32'}; disabled: {args.disable or 'none'}; "
+              f"{args.steps} steps per rollout")
+    lines = [header, "", "| model | engine | load s | batch | jit s | steps/s |",
+             "|---|---|---|---|---|---|"]
+    print(header)
+    for name in args.models:
+        path = _model_path(name)
+        results = {"mjx_lite": bench_mjx_lite(path, disable, args.batches, args.steps)}
+        if not args.no_mjx:
+            results["MJX"] = bench_mjx(path, disable, args.batches, args.steps)
+        results["MuJoCo C (1 thread)"] = bench_mujoco_c(path, disable, args.steps)
+        for engine, res in results.items():
+            if "error" in res:
+                lines.append(f"| {name} | {engine} | | | | {res['error']} |")
+                continue
+            load = f"{res['load_s']:.3f}" if "load_s" in res else ""
+            if engine.startswith("MuJoCo C"):
+                lines.append(f"| {name} | {engine} | | 1 | | {res['steps_per_s']:.0f} |")
+                continue
+            for b in args.batches:
+                r = res.get(b, {})
+                if "error" in r:
+                    lines.append(f"| {name} | {engine} | {load} | {b} | | {r['error']} |")
+                else:
+                    lines.append(f"| {name} | {engine} | {load} | {b} | {r['jit_s']:.2f} | "
+                                 f"{r['steps_per_s']:.0f} |")
+        print("\n".join(lines[-(len(args.batches) * 2 + 1):]), flush=True)
+    out_dir = ROOT / "benchmarks" / "results"
+    out_dir.mkdir(exist_ok=True)
+    out = out_dir / f"{device.platform}_{'x64' if args.x64 else 'x32'}.md"
+    out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines[2:]))
+    print(f"written to {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
