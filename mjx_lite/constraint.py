@@ -501,7 +501,9 @@ def _get_contact(d: Data, contact):
 
 def make_constraint(m: Model, d: Data, contact=None) -> Data:
     """efc rows at the current positions (mj_makeConstraint): J, pos, margin, frictionloss,
-    impedance, R, D, KBIP, diagA, type, id, active."""
+    impedance, R, D, KBIP, diagA, type, id, active; a given ``contact`` replaces d.contact."""
+    if contact is not None and hasattr(d, "contact"):
+        d = d.replace(contact=contact)
     con = _get_contact(d, contact)
     ncon = 0 if con is None else int(con.dist.shape[0])
     p = RowPlan(m, ncon)
@@ -537,6 +539,14 @@ def make_constraint(m: Model, d: Data, contact=None) -> Data:
     # inactive rows: zero Jacobian and D so that they are exact no-ops in every solver
     r = jp.where(active, r, 1.0)
     kbip = jp.stack([k, b, imp, jp.zeros_like(imp)], -1)
+    if p.nc and getattr(d, "contact", None) is con:
+        # as mj_makeConstraint: first efc row of each contact (-1 without rows), cone mu
+        slot_active = active[ncnt:].reshape(p.ncon, p.width)[:, 0]
+        start = ncnt + p.width * jp.arange(p.ncon, dtype=jp.int32)
+        frictional = slot_active & (jp.asarray(con.dim) > 1)
+        d = d.replace(contact=con.replace(
+            efc_address=jp.where(slot_active, start, -1).astype(jp.int32),
+            mu=jp.where(frictional, contact_mu(m, con), con.mu)))
     return d.replace(
         efc_type=rows["type"], efc_id=rows["id"],
         efc_J=jp.where(active[:, None], rows["J"], 0.0),

@@ -15,7 +15,9 @@ convergence (``tolerance``, ``ls_tolerance``) freezes the iterate through a mask
 The solution is characterised by ``residual(m, d, qacc) = 0`` (the primal gradient), and
 ``hessian(m, d, qacc)`` is its Jacobian: an implicit adjoint needs only these two.
 
-PGS solves the dual problem with a fixed number of projected Gauss-Seidel sweeps.
+PGS solves the dual problem with ``opt.iterations`` projected Gauss-Seidel sweeps (scalar
+rows exactly, elliptic contacts as blocks). It is a plain cyclic PGS: MuJoCo 4.0's randomized
+order and Nesterov momentum are not reproduced, so only the converged forces match.
 """
 
 from __future__ import annotations
@@ -164,17 +166,16 @@ def _cone_hessian(cone: _Cone, middle, hcone):
     mu, fr = cone.mu, cone.friction
     w = ut.shape[1] + 1
     tsafe = jp.where(middle, t, 1.0)
-    u = jp.concatenate([u0[:, None], ut], 1)
-    h = jp.zeros((u.shape[0], w, w), u.dtype)
+    h = jp.zeros((ut.shape[0], w, w), ut.dtype)
     h = h.at[:, 0, 0].set(1.0)
     h = h.at[:, 0, 1:].set(-(mu / tsafe)[:, None] * ut)
     h = h.at[:, 1:, 0].set(-(mu / tsafe)[:, None] * ut)
     blk = (mu * u0 / tsafe**3)[:, None, None] * ut[:, :, None] * ut[:, None, :]
-    blk = blk + ((mu * mu - mu * u0 / tsafe)[:, None, None] * jp.eye(w - 1, dtype=u.dtype))
+    blk = blk + ((mu * mu - mu * u0 / tsafe)[:, None, None] * jp.eye(w - 1, dtype=ut.dtype))
     h = h.at[:, 1:, 1:].set(blk)
+    # back from U = diag(mu, friction) jar coordinates, scaled by the middle-zone weight
     scl = jp.concatenate([mu[:, None], fr], 1)
     h = h * scl[:, :, None] * scl[:, None, :] * dm[:, None, None]
-    del u
     return jp.where(middle[:, None, None], h, 0.0)
 
 
@@ -359,15 +360,35 @@ def _project(p: RowPlan, d: Data, i, fi):
                                         jp.maximum(fi, 0.0)))
 
 
+def _soc_project(g):
+    """Euclidean projection of g = (t, u) onto the second-order cone |u| <= t."""
+    t, u = g[0], g[1:]
+    n = _safe_sqrt(jp.sum(u * u))
+    scale = 0.5 * (t + n)
+    on_edge = scale * jp.concatenate([jp.ones(1, g.dtype), u / jp.where(n > 0, n, 1.0)])
+    return jp.where(n <= t, g, jp.where(n <= -t, jp.zeros_like(g), on_edge))
+
+
+# projected-gradient steps per elliptic block visit; each step decreases the dual cost, so
+# the outer sweeps converge whatever the count (it only trades sweeps for block accuracy)
+_CONE_STEPS = 20
+
+
 def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
-    """Projected Gauss-Seidel on the dual: min 0.5 f'(A + R) f + f'(J a0 - aref), f in Omega."""
-    if p.elliptic and p.nc:
-        raise NotImplementedError("PGS with elliptic cones")
+    """Projected Gauss-Seidel on the dual: min 0.5 f'(A + R) f + f'(J a0 - aref), f in Omega.
+
+    Scalar rows (equality: free, friction loss: box, limits and pyramidal edges: f >= 0) take
+    the exact one-dimensional minimizer. An elliptic contact is one block: its cone
+    f0 >= |(f_j / friction_j)| becomes the standard second-order cone after scaling, where
+    projected-gradient steps on the block's quadratic improve it (Computation, "Algorithms").
+    """
     minv_jt = smooth.solve_m(m, d, d.efc_J.T)  # (nv, nefc)
     ar = d.efc_J @ minv_jt + jp.diag(d.efc_R)
     b = d.efc_J @ d.qacc_smooth - d.efc_aref
     act = d.efc_active
     diag = jp.diag(ar)
+    blocks = p.elliptic and p.nc > 0
+    nscalar = p.ne + p.nf + p.nl if blocks else p.nefc
 
     def dual_cost(f):
         return 0.5 * f @ ar @ f + f @ b
@@ -375,7 +396,7 @@ def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
     f0 = jp.zeros_like(b)
     if not m.opt.disableflags & DisableBit.WARMSTART:
         jar = d.efc_J @ d.qacc_warmstart - d.efc_aref
-        fw = _row_update(m, d, p, None, jar)[0]
+        fw = _row_update(m, d, p, _cone(m, d, p), jar)[0]
         f0 = jp.where(dual_cost(fw) < 0.0, fw, f0)
 
     def row(f, i):
@@ -383,9 +404,33 @@ def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
         fi = _project(p, d, i, f[i] - res / diag[i])
         return f.at[i].set(jp.where(act[i], fi, 0.0)), None
 
+    if blocks:
+        w = p.width
+        fr = jp.maximum(1e-5, d.contact.friction)[:, : w - 1]
+        sinv = jp.concatenate([jp.ones((p.ncon, 1), b.dtype), fr], 1)  # x = sinv * g
+
+    def block(f, c):
+        idx = nscalar + c * w + jp.arange(w)
+        a = ar[idx][:, idx]
+        mask = act[idx]
+        q = ar[idx] @ f + b[idx] - a @ f[idx]
+        si = jp.where(mask, sinv[c], 0.0)
+        qg = si[:, None] * a * si[None, :]
+        lip = jp.maximum(jp.sqrt(jp.sum(qg * qg)), 1e-30)
+        g = jp.where(mask, f[idx] / jp.where(mask, sinv[c], 1.0), 0.0)
+
+        def step(g, _):
+            grad = qg @ g + si * q
+            return jp.where(mask, _soc_project(g - grad / lip), 0.0), None
+
+        g, _ = jax.lax.scan(step, g, None, length=_CONE_STEPS)
+        return f.at[idx].set(si * g), None
+
     def sweep(carry):
         f, cost, done, it = carry
-        fn, _ = jax.lax.scan(row, f, jp.arange(p.nefc))
+        fn, _ = jax.lax.scan(row, f, jp.arange(nscalar))
+        if blocks:
+            fn, _ = jax.lax.scan(block, fn, jp.arange(p.ncon))
         cn = dual_cost(fn)
         conv = _scale(m) * (cost - cn) < m.opt.tolerance
         keep = done

@@ -16,13 +16,13 @@ import re
 import pytest
 
 import mjx_lite
-from mjx_lite.compiler import assemble, parse
+from mjx_lite.compiler import parse
 from mjx_lite.errors import MJCFError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "bad_mjcf")
 CASES = sorted(os.path.basename(p) for p in glob.glob(os.path.join(CORPUS, "*.xml")))
-load_model = getattr(mjx_lite, "load_model", assemble.load_model)
+load_model = mjx_lite.load_model
 
 
 def _expected(case: str) -> tuple[str, int, str | None]:
@@ -99,7 +99,7 @@ STRING_CASES = {
 @pytest.mark.parametrize("xml", list(STRING_CASES))
 def test_string_named(xml):
     with pytest.raises(MJCFError) as info:
-        assemble.load_model_from_string(xml)
+        mjx_lite.load_model_from_string(xml)
     assert str(info.value).startswith(STRING_CASES[xml]), str(info.value)
 
 
@@ -108,8 +108,19 @@ def test_string_include_from_assets():
     inner = b"<mujoco>\n  <body>\n    <geom size='0.1' pos='1 2'/>\n  </body>\n</mujoco>\n"
     xml = "<mujoco>\n  <worldbody>\n    <include file='leg.xml'/>\n  </worldbody>\n</mujoco>"
     with pytest.raises(MJCFError) as info:
-        assemble.load_model_from_string(xml, assets={"leg.xml": inner})
+        mjx_lite.load_model_from_string(xml, assets={"leg.xml": inner})
     assert str(info.value).startswith("leg.xml:3: <geom>"), str(info.value)
+
+
+def _mujoco_agrees(xml: str, ok: bool) -> None:
+    """The expectation is MuJoCo 4.0's: it loads ``xml`` exactly when ``ok``."""
+    mujoco = pytest.importorskip("mujoco")
+    try:
+        mujoco.MjModel.from_xml_string(xml)
+        loaded = True
+    except ValueError:
+        loaded = False
+    assert loaded == ok, xml
 
 
 @pytest.mark.parametrize("value, ok", [
@@ -121,6 +132,7 @@ def test_string_include_from_assets():
 def test_real_syntax(value, ok):
     """Reals are read as MuJoCo 4.0 reads them (checked against it in gen_schema.py)."""
     xml = f"<mujoco><option timestep='{value}'/></mujoco>"
+    _mujoco_agrees(xml, ok)
     if ok:
         parse.parse(xml)
     else:
@@ -135,6 +147,7 @@ def test_real_syntax(value, ok):
 ])
 def test_int_syntax(value, ok):
     xml = f"<mujoco><worldbody><geom size='1' conaffinity='{value}'/></worldbody></mujoco>"
+    _mujoco_agrees(xml, ok)
     if ok:
         parse.parse(xml)
     else:
@@ -151,7 +164,9 @@ def test_int_syntax(value, ok):
 ])
 def test_counts_and_keywords(attrs, ok):
     """Which vectors MuJoCo 4.0 reads partially, single precision, exact keywords."""
-    xml = f"<mujoco><worldbody><geom {attrs}/></worldbody></mujoco>"
+    size = "" if "size=" in attrs else "size='1 1 1'"
+    xml = f"<mujoco><worldbody><geom {size} {attrs}/></worldbody></mujoco>"
+    _mujoco_agrees(xml, ok)
     if ok:
         parse.parse(xml)
     else:

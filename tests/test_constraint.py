@@ -153,6 +153,14 @@ def test_contact_rows(cone):
     # the spare slots produce no rows; efc_address is static per slot
     act = np.asarray(d.efc_active).reshape(-1)[-SPARE_SLOTS * constraint.contact_width(m):]
     assert not act.any()
+    # contact.efc_address points at each contact's first row; mu of frictional contacts
+    n = mjd.ncon
+    addr = np.asarray(d.contact.efc_address)[:n]
+    assert np.all(addr >= 0) and np.all(np.asarray(d.contact.efc_address)[n:] == -1)
+    np.testing.assert_array_equal(np.cumsum(np.asarray(d.efc_active))[addr] - 1,
+                                  mjd.contact.efc_address)
+    fr = mjd.contact.dim > 1
+    assert_close("contact.mu", np.asarray(d.contact.mu)[:n][fr], mjd.contact.mu[fr], ROW_RTOL)
 
 
 def test_row_budget_static():

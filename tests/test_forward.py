@@ -12,8 +12,8 @@ import mujoco
 import numpy as np
 import pytest
 
-from mjx_lite import forward as fwd
 from mjx_lite import interop
+from mjx_lite.forward import forward, inverse, step, xfrc_accumulate
 from mjx_lite.types import IntegratorType
 
 from conftest import GYM_ASSETS
@@ -79,8 +79,8 @@ DOUBLE_PENDULUM = """
       <geom type="capsule" fromto="0 0 0 0 0 -0.5" size=".05"/></body></body>
 </worldbody></mujoco>"""
 
-_forward = jax.jit(fwd.forward)
-_step = jax.jit(fwd.step)
+_forward = jax.jit(forward)
+_step = jax.jit(step)
 
 
 def _load(name: str):
@@ -142,8 +142,8 @@ def test_inverse_recovers_forces():
     mjd = _random_state(mjm, np.random.default_rng(3))
     m = interop.model_from_mujoco(mjm)
     d = _forward(m, interop.data_from_mujoco(mjm, mjd, m))
-    inv = jax.jit(fwd.inverse)(m, d)
-    expected = d.qfrc_applied + d.qfrc_actuator + fwd.xfrc_accumulate(m, d)
+    inv = jax.jit(inverse)(m, d)
+    expected = d.qfrc_applied + d.qfrc_actuator + xfrc_accumulate(m, d)
     err = rel_error(inv.qfrc_inverse, expected)
     assert err < RTOL, err
 
@@ -158,7 +158,7 @@ def test_grad_matches_finite_differences():
 
     def loss(qpos, qvel, ctrl, body_mass, dof_damping):
         mm = m.replace(body_mass=body_mass, dof_damping=dof_damping)
-        out = fwd.forward(mm, d.replace(qpos=qpos, qvel=qvel, ctrl=ctrl))
+        out = forward(mm, d.replace(qpos=qpos, qvel=qvel, ctrl=ctrl))
         return jp.dot(w, out.qacc)
 
     args = (d.qpos, d.qvel, d.ctrl, m.body_mass, m.dof_damping)
@@ -201,7 +201,7 @@ def test_acceptance_all_models():
 
 @functools.partial(jax.jit, static_argnums=2)
 def _rollout(m, d, n):
-    return jax.lax.scan(lambda c, _: (fwd.step(m, c), (c.qpos, c.qvel)), d, None, length=n)
+    return jax.lax.scan(lambda c, _: (step(m, c), (c.qpos, c.qvel)), d, None, length=n)
 
 
 @pytest.mark.acceptance

@@ -392,46 +392,36 @@ def test_float32(ant_case):
             F32_RTOL, model="ant-float32")
 
 
-def _grad_check(case, rng):
+def test_grad_vs_finite_differences(features):
+    """jax.grad of a scalar of qfrc_bias (plus actuator_length and subtree_angmom) w.r.t. qpos
+    against central differences; and finite gradients at qpos0 with zero qvel (identity
+    quaternions, zero angular velocity), where safe norms matter. One compiled gradient."""
+    case = features
+    rng = np.random.default_rng(7)
     qpos, qvel, mpos, mquat = case.state(rng)
     w = jp.asarray(rng.standard_normal(case.mjm.nv))
+    u = jp.asarray(rng.standard_normal(case.mjm.nu))
 
-    def scalar(q):
-        d = case.d0.replace(qpos=q, qvel=jp.asarray(qvel), mocap_pos=jp.asarray(mpos),
+    def scalar(q, v):
+        d = case.d0.replace(qpos=q, qvel=v, mocap_pos=jp.asarray(mpos),
                             mocap_quat=jp.asarray(mquat))
-        return jp.dot(w, _pipeline(case.m, d).qfrc_bias)
+        d = _pipeline(case.m, d)
+        return jp.dot(w, d.qfrc_bias) + jp.dot(u, d.actuator_length) + jp.sum(d.subtree_angmom)
 
-    g = np.asarray(jax.jit(jax.grad(scalar))(jp.asarray(qpos)))
+    grad = jax.jit(jax.grad(scalar, argnums=(0, 1)))
     f = jax.jit(scalar)
+    g = np.asarray(grad(jp.asarray(qpos), jp.asarray(qvel))[0])
     eps = 1e-6
     fd = np.zeros_like(qpos)
     for i in range(len(qpos)):
         e = np.zeros_like(qpos)
         e[i] = eps
-        fd[i] = (float(f(jp.asarray(qpos + e))) - float(f(jp.asarray(qpos - e)))) / (2 * eps)
+        fd[i] = (float(f(jp.asarray(qpos + e), jp.asarray(qvel)))
+                 - float(f(jp.asarray(qpos - e), jp.asarray(qvel)))) / (2 * eps)
     assert np.all(np.isfinite(g))
     assert_close("grad qfrc_bias", g, fd, GRAD_RTOL)
-
-
-def test_grad_qfrc_bias(features):
-    _grad_check(features, np.random.default_rng(7))
-
-
-def test_grad_qfrc_bias_gym(ant_case):
-    _grad_check(ant_case, np.random.default_rng(8))
-
-
-def test_grad_finite_at_identity(ant_case):
-    """Zero angular velocity / identity quaternions keep every gradient finite."""
-    case = ant_case
-    mjm = case.mjm
-
-    def scalar(q, v):
-        d = _pipeline(case.m, case.d0.replace(qpos=q, qvel=v))
-        return jp.sum(d.qfrc_bias) + jp.sum(d.subtree_angmom) + jp.sum(d.actuator_length)
-
-    g = jax.jit(jax.grad(scalar, argnums=(0, 1)))(jp.asarray(mjm.qpos0), jp.zeros(mjm.nv))
-    assert all(np.all(np.isfinite(np.asarray(x))) for x in g)
+    g0 = grad(jp.asarray(case.mjm.qpos0), jp.zeros(case.mjm.nv))
+    assert all(np.all(np.isfinite(np.asarray(x))) for x in g0)
 
 
 # ------------------------------------------------------------------------------------------

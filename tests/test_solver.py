@@ -60,8 +60,10 @@ def test_contacts_newton(cone):
     compare_solution(mjd, out, CONVERGED_RTOL)
 
 
-def test_pgs_pyramidal():
-    opt = dict(CONVERGED, solver=int(SolverType.PGS), iterations=1000, tolerance=1e-12)
+@pytest.mark.parametrize("cone", [0, ELLIPTIC])
+def test_pgs(cone):
+    opt = dict(CONVERGED, solver=int(SolverType.PGS), iterations=1000, tolerance=1e-12,
+               cone=cone)
     _, mjd, m, d = setup(CONTACT_XML, seed=1, qvel_noise=0.3, opt=opt)
     out = _solve(m, d, loop="early_exit")
     compare_solution(mjd, out, PGS_RTOL, state=False)
@@ -100,6 +102,22 @@ def test_grad_finite(solver_type):
     g = jax.jit(jax.grad(loss, argnums=(0, 1)))(d.qfrc_smooth, d.efc_aref)
     assert all(np.all(np.isfinite(x)) for x in g)
     assert float(jp.abs(g[0]).max()) > 0
+
+
+def test_vmap_batch():
+    """A batch of states solves in one vmapped call, each as it does alone."""
+    opt = dict(CONVERGED, solver=int(SolverType.NEWTON), iterations=20)
+    _, _, m, d = setup(CONTACT_XML, seed=1, qvel_noise=0.3, opt=opt)
+    forces = jp.stack([d.qfrc_smooth, 0.5 * d.qfrc_smooth])
+    accs = jp.stack([d.qacc_smooth, 0.5 * d.qacc_smooth])
+
+    def one(qfrc, qacc):
+        return solver.solve(m, d.replace(qfrc_smooth=qfrc, qacc_smooth=qacc)).qacc
+
+    batch = jax.jit(jax.vmap(one))(forces, accs)
+    single = jax.jit(one)(forces[1], accs[1])
+    np.testing.assert_allclose(batch[1], single, rtol=1e-10, atol=1e-10)
+    assert not np.allclose(batch[0], batch[1])
 
 
 FLOAT32_RTOL = 1e-4  # float32 rounding on a converged solve
@@ -200,6 +218,9 @@ def test_acceptance_gym_limits():
                              f"qacc={errs[0]:.2e} qfrc_constraint={errs[1]:.2e} "
                              f"efc_force={errs[2]:.2e}")
     contact_lines, cworst = _contact_matrix()
+    gym_lines, gworst = _gym_contacts()
+    contact_lines += gym_lines
+    cworst = max(cworst, gworst)
     out_dir = pathlib.Path(REPO_ROOT) / "tests" / "acceptance"
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "solver.txt").write_text(
@@ -213,8 +234,6 @@ def _contact_matrix():
     lines, worst = [], 0.0
     for cone in (0, ELLIPTIC):
         for stype in (SolverType.NEWTON, SolverType.CG, SolverType.PGS):
-            if stype == SolverType.PGS and cone == ELLIPTIC:
-                continue
             opt = dict(CONVERGED, solver=int(stype), cone=cone)
             if stype == SolverType.PGS:
                 opt.update(iterations=1000, tolerance=1e-12)
@@ -229,3 +248,65 @@ def _contact_matrix():
                          f"efc_force={errs[1]:.2e}")
     return lines, worst
 
+
+
+def _gym_contacts():
+    """Gymnasium models with contacts: MuJoCo runs random controls until >= 4 contacts are
+    active, then both engines solve that state to convergence (PGS models also with PGS);
+    at the model's own settings the Newton iteration counts are recorded side by side."""
+    lines, worst = [], 0.0
+    for name, path in _gym_states():
+        mjm = mujoco.MjModel.from_xml_path(str(path))
+        own = (int(mjm.opt.solver), int(mjm.opt.iterations), float(mjm.opt.tolerance))
+        mjd = mujoco.MjData(mjm)
+        rng = np.random.default_rng(0)
+        for step in range(2000):
+            mjd.ctrl[:] = rng.uniform(-1, 1, mjm.nu)
+            mujoco.mj_step(mjm, mjd)
+            if step > 50 and (mjd.contact.efc_address[: mjd.ncon] >= 0).sum() >= 4:
+                break
+        qpos, qvel, ctrl = mjd.qpos.copy(), mjd.qvel.copy(), mjd.ctrl.copy()
+        solvers = [SolverType.NEWTON, SolverType.CG]
+        if own[0] == SolverType.PGS:
+            solvers.append(SolverType.PGS)
+        for stype in solvers:
+            opt = dict(CONVERGED, solver=int(stype))
+            if stype == SolverType.PGS:
+                opt.update(iterations=1000, tolerance=1e-12)
+            mjd2, m, d = _state(mjm, qpos, qvel, ctrl, opt)
+            out = _solve(m, d, loop="early_exit")
+            c = constraint.compact(out)
+            errs = [rel_error(out.qacc, mjd2.qacc),
+                    rel_error(out.qfrc_constraint, mjd2.qfrc_constraint),
+                    rel_error(c["efc_force"], mjd2.efc_force)]
+            if stype != SolverType.PGS:
+                worst = max(worst, *errs)
+            lines.append(f"{name} step={step} ncon={mjd2.ncon} nefc={mjd2.nefc} {stype.name} "
+                         f"qacc={errs[0]:.2e} qfrc_constraint={errs[1]:.2e} "
+                         f"efc_force={errs[2]:.2e}")
+        opt = dict(solver=own[0], iterations=own[1], tolerance=own[2])
+        mjd2, m, d = _state(mjm, qpos, qvel, ctrl, opt)
+        out = _solve(m, d, loop="early_exit")
+        lines.append(f"{name} own settings {SolverType(own[0]).name}: niter ours "
+                     f"{int(out.solver_niter)} mujoco {int(mjd2.solver_niter[0])}, qacc "
+                     f"{rel_error(out.qacc, mjd2.qacc):.2e}")
+    return lines, worst
+
+
+def _state(mjm, qpos, qvel, ctrl, opt):
+    from test_constraint import SPARE_SLOTS, mj_contact
+
+    from mjx_lite import interop
+
+    for k, v in opt.items():
+        setattr(mjm.opt, k, v)
+    mjm.opt.disableflags |= DisableBit.ISLAND
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:], mjd.qvel[:], mjd.ctrl[:] = qpos, qvel, ctrl
+    mujoco.mj_forward(mjm, mjd)
+    m = interop.model_from_mujoco(mjm)
+    d = interop.data_from_mujoco(mjm, mjd, m).replace(
+        contact=mj_contact(mjd, mjd.ncon + SPARE_SLOTS))
+    d = jax.jit(lambda m, d: constraint.reference_constraint(
+        m, constraint.make_constraint(m, d)))(m, d)
+    return mjd, m, d

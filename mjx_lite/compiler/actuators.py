@@ -2,16 +2,19 @@
 
 XML reference (MuJoCo 4.0 wheel, ``doc/XMLreference.rst``), sections ``actuator/general`` and
 the shortcuts ``motor`` ... ``adhesion``. A shortcut writes the internal defaults of its own
-parameters, "regardless of any default settings" (``actuator/motor``), except where the
-default class actuator was itself written by the same shortcut, or by ``general`` with the
-shortcut's gain type: then the shortcut's own attributes default to what that class holds.
-MuJoCo 4.0 behaves this way (measured against ``mujoco==4.0.0`` in
-``tests/test_compile_elements.py``); this module replays the class's shortcut list
-(``DefaultClass.actuator_ops``) and then the element on one actuator record.
+parameters, "regardless of any default settings" (``actuator/motor``), except where a
+default class actuator was written by the same shortcut, or by ``general`` with the
+shortcut's gain type: then the shortcut's own attributes default to what that class holds,
+taken from the element's class if it qualifies, else from the nearest enclosing class that
+does. MuJoCo 4.0 behaves this way (measured against ``mujoco==4.0.0``, see the class matrix
+and two-level tests in ``tests/test_compile_elements.py``); this module replays each class's
+shortcut list (``DefaultClass.actuator_ops``), outermost class first, and then the element
+on one actuator record.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -81,10 +84,7 @@ class _Record:
         self.nsample = 0
 
     def copy(self) -> _Record:
-        new = _Record.__new__(_Record)
-        new.__dict__ = {k: (v.copy() if hasattr(v, "copy") else v) for k, v in
-                        self.__dict__.items()}
-        return new
+        return copy.deepcopy(self)
 
 
 def _compatible(rec: _Record, tag: str) -> bool:

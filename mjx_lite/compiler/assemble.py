@@ -108,6 +108,11 @@ def _assets(spec: Spec, ctx: Context) -> tuple[dict, dict, dict]:
             mats.append(el)
         elif el.tag == "texture":
             ctx.register("tex", el)
+            # Textures are visual, but a missing file fails compilation as in MuJoCo.
+            for attr in ("file", "fileright", "fileleft", "fileup", "filedown", "filefront",
+                         "fileback"):
+                if el.has(attr):
+                    spec.read_file(el.get(attr), "texture", el)
     fields["nmat"] = len(mats)
     fields["mat_rgba"] = np.array([m.vec("rgba", (1, 1, 1, 1)) for m in mats],
                                   dtype=np.float32).reshape(-1, 4)
@@ -499,7 +504,8 @@ def _element_passes():
 
 def _to_model(ctx: Context, spec: Spec, sizes: dict) -> Model:
     f = dict(ctx.fields)
-    f.update({k: v for k, v in sizes.items() if not k.startswith("nuser_")})
+    # <size nkey> only reserves room; the keyframe pass counts the keys.
+    f.update({k: v for k, v in sizes.items() if not k.startswith("nuser_") and k != "nkey"})
     for kind in ("body", "jnt", "geom", "site", "cam", "tendon", "actuator", "sensor"):
         key = f"{kind}_user"
         f[f"nuser_{kind}"] = int(np.shape(f[key])[1]) if key in f else 0

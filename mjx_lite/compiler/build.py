@@ -180,8 +180,9 @@ class TreeBuilder:
             raise el.error("free joints cannot have limits")
         if jtype == JointType.BALL and limited and jnt_range[0] != 0:
             raise el.error("ball joint range[0] must be 0")
-        if limited and jtype in (JointType.HINGE, JointType.SLIDE) and jnt_range[0] > jnt_range[1]:
-            raise el.error("attribute 'range' must have range[0] <= range[1]")
+        if limited and jtype in (JointType.HINGE, JointType.SLIDE) and \
+                not jnt_range[0] < jnt_range[1]:
+            raise el.error("attribute 'range' must have range[0] < range[1]")
         actfrclimited = ctx.limited(el, "actuatorfrclimited", "actuatorfrcrange") \
             if is_joint else False
         get = (lambda a, d: el.get(a, d)) if is_joint else (lambda a, d: d)
@@ -192,11 +193,14 @@ class TreeBuilder:
             solimp=el.vec("solimplimit", _SOLIMP) if is_joint else np.array(_SOLIMP),
             solref_fri=el.vec("solreffriction", _SOLREF) if is_joint else np.array(_SOLREF),
             solimp_fri=el.vec("solimpfriction", _SOLIMP) if is_joint else np.array(_SOLIMP),
-            pos=pos, axis=axis, stiffness=get("stiffness", 0.0), range=jnt_range,
+            pos=pos, axis=axis, range=jnt_range,
+            # MuJoCo 4.0: stiffness and damping are polynomials (linear, quadratic, cubic).
+            stiffness=el.vec("stiffness", (0, 0, 0)) if is_joint else np.zeros(3),
+            damping=el.vec("damping", (0, 0, 0)) if is_joint else np.zeros(3),
             actfrcrange=el.vec("actuatorfrcrange", (0, 0)) if is_joint else np.zeros(2),
             margin=get("margin", 0.0), user=get("user", None),
             ref=get("ref", 0.0) * scale, springref=get("springref", 0.0) * scale,
-            armature=get("armature", 0.0), damping=get("damping", 0.0),
+            armature=get("armature", 0.0),
             frictionloss=get("frictionloss", 0.0), springyield=get("springyield", 0.0),
             springdamper=el.vec("springdamper", (0, 0)) if is_joint else np.zeros(2),
             align=el.get("align", "auto") if el.tag == "freejoint" else "auto",
@@ -252,9 +256,14 @@ class TreeBuilder:
             size = hfield.hfield_geom_size(self.hfields[dataid].size)
         count = _SIZE_COUNT[gtype]
         if gtype not in (GeomType.PLANE, GeomType.HFIELD, GeomType.MESH) and mesh is None:
-            if np.any(size[:count] <= 0) and not (gtype == GeomType.PLANE):
+            if not np.all(size[:count] > 0):
                 raise el.error(f"attribute 'size' must have {count} positive value(s) for "
                                f"{el.get('type', 'sphere')} geoms")
+        if gtype == GeomType.PLANE and not size[2] > 0:
+            raise el.error("plane size[2] (the grid spacing) must be positive")
+        mass_given, density = el.get("mass"), el.get("density", 1000.0)
+        if (mass_given is not None and mass_given < 0) or density < 0:
+            raise el.error("geom mass and density must not be negative")
         if gtype == GeomType.MESH and mesh_for_geom is not None:
             size = mesh_module.mesh_geom_size(mesh_for_geom)
         placed = frame.compose(pos, quat)
@@ -270,7 +279,7 @@ class TreeBuilder:
             solimp=el.vec("solimp", _SOLIMP), size=size, pos=placed.pos, quat=placed.quat,
             friction=el.vec("friction", _FRICTION), margin=el.get("margin", 0.0),
             gap=el.get("gap", 0.0), fluid=fluid, user=el.get("user"),
-            rgba=el.vec("rgba", _RGBA), mass=el.get("mass"), density=el.get("density", 1000.0),
+            rgba=el.vec("rgba", _RGBA), mass=mass_given, density=density,
             shellinertia=el.get("shellinertia", "false") == "true", mesh=mesh_for_geom,
             adhesion=el.get("adhesion", 0.0), surfacevel=el.vec("surfacevel", np.zeros(6)),
             castshadow=el.get("castshadow", "true") == "true", el=el,
@@ -288,6 +297,8 @@ class TreeBuilder:
         ctx = self.ctx
         stype = _GEOM_TYPES[el.get("type", "sphere")]
         size = el.vec("size", (0.005, 0.005, 0.005))
+        if not np.all(size[: max(_SIZE_COUNT[stype], 1)] > 0):
+            raise el.error("site size must be positive")
         pos = el.vec("pos", (0, 0, 0))
         quat = frames.orientation(el, ctx.angle_scale, ctx.euler_seq)
         if el.has("fromto"):
@@ -399,8 +410,9 @@ def joint_dof_fields(tb: TreeBuilder) -> dict:
     f["jnt_solimp"] = col("solimp", (5,))
     f["jnt_pos"] = col("pos", (3,))
     f["jnt_axis"] = col("axis", (3,))
-    f["jnt_stiffness"] = col("stiffness")
-    f["jnt_stiffnesspoly"] = np.zeros((len(jnt), 2))
+    stiffness = col("stiffness", (3,))
+    f["jnt_stiffness"] = stiffness[:, 0]
+    f["jnt_stiffnesspoly"] = stiffness[:, 1:]
     f["jnt_springyield"] = col("springyield")
     f["jnt_range"] = col("range", (2,))
     f["jnt_actfrcrange"] = col("actfrcrange", (2,))
@@ -417,8 +429,9 @@ def joint_dof_fields(tb: TreeBuilder) -> dict:
     f["dof_solimp"] = np.array([jnt[j]["solimp_fri"] for j in dof_jntid]).reshape(nv, 5)
     f["dof_frictionloss"] = per_dof("frictionloss")
     f["dof_armature"] = per_dof("armature")
-    f["dof_damping"] = per_dof("damping")
-    f["dof_dampingpoly"] = np.zeros((nv, 2))
+    damping = np.array([jnt[j]["damping"] for j in dof_jntid]).reshape(nv, 3)
+    f["dof_damping"] = damping[:, 0]
+    f["dof_dampingpoly"] = damping[:, 1:]
     # body joint / dof addresses
     body_jntnum = np.array([len(tb.body_joints[b]) for b in range(nbody)], dtype=np.int32)
     body_jntadr = np.array([tb.body_joints[b][0] if tb.body_joints[b] else -1
@@ -607,7 +620,23 @@ def body_inertia(tb: TreeBuilder, f: dict, spec: Spec) -> dict:
         scale = total_target / mass[1:].sum()
         mass[1:] *= scale
         inert[1:] *= scale
+    _check_moving_mass(tb, f, mass, inert, ipos, iquat)
     return dict(body_mass=mass, body_inertia=inert, body_ipos=ipos, body_iquat=iquat)
+
+
+def _check_moving_mass(tb: TreeBuilder, f: dict, mass, inert, ipos, iquat) -> None:
+    """Each body with joints, with the bodies welded to it, needs mass and a positive-definite
+    inertia, or M is singular (MuJoCo rejects such models the same way)."""
+    for b in range(1, f["nbody"]):
+        if f["body_jntnum"][b] == 0:
+            continue
+        group = [c for c in range(1, f["nbody"]) if f["body_weldid"][c] == b]
+        pos = [tb.xpos0[c] + quat_rotate(tb.xquat0[c], ipos[c]) for c in group]
+        quat = [quat_mul(tb.xquat0[c], iquat[c]) for c in group]
+        total, _, tensor = inertia.combine(mass[group], inert[group], pos, quat)
+        if total < _MINVAL or np.linalg.eigvalsh(tensor).min() < _MINVAL:
+            raise tb.body["el"][b].error("mass and inertia of moving bodies must be larger "
+                                         "than 1e-15")
 
 
 def geom_fields(tb: TreeBuilder, nbody: int) -> dict:
