@@ -13,7 +13,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from mjx_lite import constraint, interop
+from mjx_lite import constraint, interop, smooth
 from mjx_lite.collision.types import Contact
 from mjx_lite.types import DisableBit
 
@@ -108,7 +108,8 @@ def setup(xml: str, *, seed: int = 0, qpos_noise: float = 0.0, qvel_noise: float
     mujoco.mj_forward(mjm, mjd)
     m = interop.model_from_mujoco(mjm)
     d = interop.data_from_mujoco(mjm, mjd, m)
-    d = d.replace(contact=mj_contact(mjd, mjd.ncon + SPARE_SLOTS))
+    # the M factor in our layout (MuJoCo 4.0 stores qLD sparsely): used by solve_m
+    d = smooth.factor_m(m, d.replace(contact=mj_contact(mjd, mjd.ncon + SPARE_SLOTS)))
     d = _rows(m, d)
     return mjm, mjd, m, d
 

@@ -296,7 +296,7 @@ def _gym_contacts():
 def _state(mjm, qpos, qvel, ctrl, opt):
     from test_constraint import SPARE_SLOTS, mj_contact
 
-    from mjx_lite import interop
+    from mjx_lite import interop, smooth
 
     for k, v in opt.items():
         setattr(mjm.opt, k, v)
@@ -307,6 +307,7 @@ def _state(mjm, qpos, qvel, ctrl, opt):
     m = interop.model_from_mujoco(mjm)
     d = interop.data_from_mujoco(mjm, mjd, m).replace(
         contact=mj_contact(mjd, mjd.ncon + SPARE_SLOTS))
+    d = smooth.factor_m(m, d)
     d = jax.jit(lambda m, d: constraint.reference_constraint(
         m, constraint.make_constraint(m, d)))(m, d)
     return mjd, m, d

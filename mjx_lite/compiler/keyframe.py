@@ -77,6 +77,8 @@ def build_keyframes(ctx: Context) -> dict:
         if el.has("plastic") and np.asarray(el.get("plastic")).size:
             raise el.error("unsupported: plastic state (tendon springyield) is not "
                            "implemented by mjx_lite")
+    for _ in range(len(keys), nk):
+        ctx.register("key", None, name="")  # keys reserved by size/nkey are unnamed
     out["nkey"] = nk
     ctx.fields.update(out)
     return out
