@@ -11,7 +11,7 @@ import os
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.compiler import build, hfield, parse
+from mjx_lite.compiler import build, hfield, parse, qpos0
 from mjx_lite.compiler.context import Context
 from mjx_lite.compiler.frames import quat_mul, quat_rotate, quat_to_mat
 from mjx_lite.compiler.parse import Spec
@@ -285,8 +285,15 @@ def compile_spec(spec: Spec) -> Model:
         pending.extend(out.pop("_pending", []))
         ctx.fields.update(out)
     ctx.fields.update(_tendon_coupling(ctx.fields))
+    closed_form = qpos0.supported(ctx.fields)
+    if closed_form:
+        ctx.fields.update(qpos0.constants(ctx.fields))
     model = _to_model(ctx, spec, sizes)
-    model = _apply_const(model)
+    if not closed_form:
+        # Wrapping tendons and slider-crank/refsite transmissions: the JAX path (slower).
+        from mjx_lite import const
+
+        model = const.set_const(model)
     return model
 
 
@@ -525,7 +532,7 @@ def _to_model(ctx: Context, spec: Spec, sizes: dict) -> Model:
             values[name] = tree_depth(f["body_parentid"])[f["dof_bodyid"]]
         elif name == "signature":
             values[name] = 0
-        elif name in CONST_FIELDS or name not in f:
+        elif name not in f:
             values[name] = _const_placeholder(name, f)
         else:
             v = f[name]
@@ -554,20 +561,12 @@ def _statistic(spec: Spec, f: dict) -> Statistic:
     nbody = f["nbody"]
     # MuJoCo 4.0 reports 1 for a model with no body besides the world (measured).
     meanmass = float(f["body_mass"][1:].mean()) if nbody > 1 else 1.0
-    values = dict(meaninertia=1.0, meanmass=meanmass)
+    values = dict(meaninertia=f.get("meaninertia", 1.0), meanmass=meanmass)
     for el in spec.root.find("statistic"):
         for attr in values:
             if el.has(attr):
                 values[attr] = el.get(attr)
     return Statistic(**{k: jp.asarray(np.asarray(v, dtype=float)) for k, v in values.items()})
-
-
-def _apply_const(model: Model) -> Model:
-    try:
-        from mjx_lite import const
-    except ImportError:  # while set_const is being written; the parity test flags its fields
-        return model
-    return const.set_const(model)
 
 
 def load_model_from_string(xml: str | bytes, assets: dict[str, bytes] | None = None,
