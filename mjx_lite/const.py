@@ -48,8 +48,11 @@ def set_const(m: Model) -> Model:
     changes = {}
     if nv:
         diag_m = jp.diag(d.qM)
-        changes["dof_M0"] = diag_m
-        changes["dof_invweight0"] = _dof_invweight0(m, jp.diag(minv))
+        # dof_M0 is taken before tendon armature joins M (measured on MuJoCo 4.0).
+        tendon_arm = jp.einsum("ti,t,ti->i", d.ten_J, m.tendon_armature, d.ten_J) \
+            if m.ntendon else 0.0
+        changes["dof_M0"] = diag_m - tendon_arm
+        dof_inv = _dof_invweight0(m, jp.diag(minv))
         changes["stat"] = m.stat.replace(meaninertia=jp.mean(diag_m))
 
         # body: translational and rotational blocks of J M^-1 J' at the body's com
@@ -58,7 +61,17 @@ def set_const(m: Model) -> Model:
         tran = jp.einsum("bij,jk,bik->b", jacp, minv, jacp) / 3.0
         rot = jp.einsum("bij,jk,bik->b", jacr, minv, jacr) / 3.0
         inv0 = jp.stack([tran, rot], axis=1).at[0].set(0.0)
+        # Slider-only simple bodies: MuJoCo 4.0 uses the bare mass (armature ignored).
+        sliders = np.nonzero(np.asarray(m.body_simple) == 2)[0]
+        if sliders.size:
+            inv_mass = 1.0 / jp.maximum(m.body_mass[sliders], _MINVAL)
+            inv0 = inv0.at[sliders].set(jp.stack([inv_mass, 0.0 * inv_mass], axis=1))
+            dofs = np.concatenate([np.arange(m.body_dofadr[b], m.body_dofadr[b] +
+                                             m.body_dofnum[b]) for b in sliders])
+            owner = np.searchsorted(sliders, np.asarray(m.dof_bodyid)[dofs])
+            dof_inv = dof_inv.at[dofs].set(inv_mass[owner])
         changes["body_invweight0"] = inv0
+        changes["dof_invweight0"] = dof_inv
         if m.ntendon:
             changes["tendon_invweight0"] = jp.einsum("ti,ij,tj->t", d.ten_J, minv, d.ten_J)
         if m.nu:

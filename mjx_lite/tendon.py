@@ -24,7 +24,7 @@ from mjx_lite.types import Data, Model, WrapType
 # wrap_inside's Newton solve (fixed parameters of MuJoCo's algorithm)
 _INSIDE_MAXITER = 20
 _INSIDE_ZINIT = 1.0 - 1e-7
-_INSIDE_TOL = 1e-6
+_INSIDE_TOL = 1e-10
 
 
 # ------------------------------------------------------------------------------------------
@@ -204,8 +204,8 @@ def _wrap_inside(end, radius):
     def fun(z):
         return _asin(fa * z) + _asin(fb * z) - 2.0 * _asin(z) + g
 
-    def inv_sqrt(x):
-        return 1.0 / jp.maximum(math.MINVAL, _safe_sqrt(x))
+    def over_sqrt(num, x):
+        return num / jp.maximum(math.MINVAL, _safe_sqrt(x))
 
     z = jp.full_like(radius, _INSIDE_ZINIT)
     f = fun(z)
@@ -214,8 +214,8 @@ def _wrap_inside(end, radius):
     def newton(carry, _):
         z, f, done, fail = carry
         active = ~done & ~fail
-        df = fa * inv_sqrt(1 - z * z * fa * fa) + fb * inv_sqrt(1 - z * z * fb * fb) \
-            - 2.0 * inv_sqrt(1 - z * z)
+        df = over_sqrt(fa, 1 - z * z * fa * fa) + over_sqrt(fb, 1 - z * z * fb * fb) \
+            - over_sqrt(2.0, 1 - z * z)
         bad_df = df > -math.MINVAL
         z1 = z - f / jp.where(bad_df, -1.0, df)
         bad_step = z1 > z

@@ -85,6 +85,8 @@ def constants(f: dict) -> dict:
         inertia = ximat[b] @ np.diag(f["body_inertia"][b]) @ ximat[b].T
         mass_matrix += f["body_mass"][b] * jacp.T @ jacp + jacr.T @ inertia @ jacr
     mass_matrix += np.diag(f["dof_armature"])
+    # dof_M0 is taken before tendon armature joins M (measured on MuJoCo 4.0).
+    dof_m0 = np.diag(mass_matrix).copy()
     ten_jac = _tendon_jacobian(f, xpos, xmat, axes, anchor, lin)
     if f.get("ntendon", 0):
         mass_matrix += ten_jac.T @ np.diag(f["tendon_armature"]) @ ten_jac
@@ -92,16 +94,22 @@ def constants(f: dict) -> dict:
     if nv == 0:
         out["meaninertia"] = 1.0
         return out
-    minv = np.linalg.inv(mass_matrix)
-    diag = np.diag(mass_matrix)
-    out["dof_M0"] = diag
-    out["meaninertia"] = float(diag.mean())
-    out["dof_invweight0"] = _group_mean(f, np.diag(minv))
+    minv = inverse_like_mujoco(mass_matrix)
+    out["dof_M0"] = dof_m0
+    out["meaninertia"] = float(np.diag(mass_matrix).mean())
+    dof_inv = _group_mean(f, np.diag(minv))
     inv0 = np.zeros((nbody, 2))
     for b in range(1, nbody):
         jacp, jacr = jac[b]
         inv0[b] = [np.trace(jacp @ minv @ jacp.T) / 3, np.trace(jacr @ minv @ jacr.T) / 3]
+        if f["body_simple"][b] == 2:
+            # Slider-only simple bodies: MuJoCo 4.0 uses the bare mass (measured: armature
+            # and the number of sliders do not enter).
+            inv0[b] = [1.0 / max(f["body_mass"][b], _MINVAL), 0.0]
+            adr, num = f["body_dofadr"][b], f["body_dofnum"][b]
+            dof_inv[adr:adr + num] = inv0[b, 0]
     out["body_invweight0"] = inv0
+    out["dof_invweight0"] = dof_inv
     if f.get("ntendon", 0):
         out["tendon_invweight0"] = np.einsum("ti,ij,tj->t", ten_jac, minv, ten_jac)
     if f.get("nu", 0):
@@ -110,6 +118,23 @@ def constants(f: dict) -> dict:
         out["actuator_acc0"] = np.sqrt((acc * acc).sum(1))
         out["actuator_biasprm"] = _dampratio_to_kv(f, moment, minv)
     return out
+
+
+def inverse_like_mujoco(mass_matrix: np.ndarray) -> np.ndarray:
+    """M^-1 through the factorization MuJoCo uses (L'DL from the last dof up), whose pivots
+    are clamped at 1e-15: a singular M gives MuJoCo's large finite values, not an error."""
+    n = len(mass_matrix)
+    rev = mass_matrix[::-1, ::-1].copy()
+    lower = np.eye(n)
+    d = np.zeros(n)
+    for j in range(n):
+        d[j] = rev[j, j] - (lower[j, :j] ** 2 * d[:j]).sum()
+        d[j] = max(d[j], _MINVAL)
+        for i in range(j + 1, n):
+            lower[i, j] = (rev[i, j] - (lower[i, :j] * lower[j, :j] * d[:j]).sum()) / d[j]
+    inv_lower = np.linalg.inv(lower)
+    inv = inv_lower.T @ np.diag(1.0 / d) @ inv_lower
+    return inv[::-1, ::-1]
 
 
 def _group_mean(f: dict, minv_diag: np.ndarray) -> np.ndarray:
