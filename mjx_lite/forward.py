@@ -2,7 +2,7 @@
 "Forward dynamics" and "Numerical integration").
 
 ``forward`` runs the stages in MuJoCo's order; ``step`` = integrate(forward). Constraints are
-not solved yet: ``constraint_solve`` is the hook the solver replaces (qacc = qacc_smooth).
+solved by ``solver.solve`` (Newton, CG or PGS) on the rows of ``constraint.make_constraint``.
 Integrators (MuJoCo 4.0):
   * Euler: semi-implicit, with joint damping (dof and actuator ``damping`` polynomials at joint
     targets) implicit unless ``eulerdamp`` is disabled;
@@ -19,7 +19,8 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite import math, smooth, tree
+from mjx_lite import constraint, math, smooth, solver, tree
+from mjx_lite.collision.driver import collision
 from mjx_lite.actuator import disabled_actuators, fwd_actuation, next_act
 from mjx_lite.passive import apply_ft, fluid, passive
 from mjx_lite.types import (
@@ -38,12 +39,15 @@ __all__ = [
 
 
 def fwd_position(m: Model, d: Data) -> Data:
-    """Position-dependent stages: kinematics, com, tendons, inertia and factor, transmission."""
+    """Position-dependent stages in MuJoCo's order: kinematics, com, tendons, inertia and its
+    factor, collision, constraint rows, transmission."""
     d = smooth.kinematics(m, d)
     d = smooth.com_pos(m, d)
     d = smooth.tendon(m, d)
     d = smooth.crb(m, d)
     d = smooth.factor_m(m, d)
+    d = collision(m, d)
+    d = constraint.make_constraint(m, d)
     return smooth.transmission(m, d)
 
 
@@ -52,6 +56,8 @@ def fwd_velocity(m: Model, d: Data) -> Data:
     d = smooth.tendon_velocity(m, d)
     d = smooth.actuator_velocity(m, d)
     d = smooth.com_vel(m, d)
+    # MuJoCo 4.0 folds a velocity bias (Jdot qvel) of connect/weld rows into efc_aref.
+    d = constraint.reference_constraint(m, d)
     d = passive(m, d)
     return smooth.rne(m, d)
 
@@ -72,24 +78,25 @@ def fwd_acceleration(m: Model, d: Data) -> Data:
     return d.replace(qfrc_smooth=qfrc, qacc_smooth=smooth.solve_m(m, d, qfrc))
 
 
-def constraint_solve(m: Model, d: Data) -> Data:
-    """Hook for the constraint solver: without constraints qacc = qacc_smooth."""
-    return d.replace(qacc=d.qacc_smooth,
-                     qfrc_constraint=jp.zeros(m.nv, dtype=d.qvel.dtype))
+def constraint_solve(m: Model, d: Data, *, loop: str = "fixed") -> Data:
+    """The constraint solver (Newton, CG or PGS as m.opt.solver says) -> qacc."""
+    return solver.solve(m, d, loop=loop)
 
 
 def forward(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") -> Data:
     """Forward dynamics (mj_forward): every stage up to qacc.
 
-    ``loop`` and ``adjoint`` select the constraint solver's iteration and backward modes; they
-    have no effect until the solver replaces ``constraint_solve``.
+    ``loop="fixed"`` runs exactly ``opt.iterations`` solver iterations (reverse-mode AD at any
+    count); ``"early_exit"`` stops at convergence (forward-only speed). ``adjoint`` selects the
+    backward mode of the solve; only "unroll" exists yet.
     """
-    del loop, adjoint  # consumed by the solver once it exists
+    if adjoint != "unroll":
+        raise NotImplementedError(f"adjoint={adjoint!r}: only 'unroll' is implemented")
     d = fwd_position(m, d)
     d = fwd_velocity(m, d)
     d = fwd_actuation(m, d)
     d = fwd_acceleration(m, d)
-    return constraint_solve(m, d)
+    return constraint_solve(m, d, loop=loop)
 
 
 # ------------------------------------------------------------------------------------------

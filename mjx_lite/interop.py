@@ -144,15 +144,52 @@ def _sparse_rows(values, rownnz, rowadr, colind, nrow: int, ncol: int) -> np.nda
     return dense
 
 
+def _dense_to_sparse(dense, rowadr, rownnz, colind) -> np.ndarray:
+    """Values of ``dense`` at a CSR pattern's (row, colind) positions, in storage order."""
+    rows = np.repeat(np.arange(len(rownnz)), np.asarray(rownnz))
+    cols = np.concatenate([np.asarray(colind)[a:a + n] for a, n in zip(rowadr, rownnz)] or [[]])
+    return np.asarray(dense)[rows, cols.astype(int)]
+
+
 def data_to_mujoco(m: Model, d: Data, mjm, mjd=None):
-    """Writes the state of ``d`` (time, qpos, qvel, act, ctrl, applied forces, mocap, warmstart)
-    into a ``mujoco.MjData`` of ``mjm`` (a new one unless given), for MuJoCo's own tools."""
+    """Copies every field of ``d`` that ``mujoco.MjData`` also has into an MjData of ``mjm``
+    (a new one unless given): state, positions, dynamics, and the dense ``qM``,
+    ``actuator_moment``, ``ten_J`` back into MuJoCo's sparse storage.
+
+    ``data_from_mujoco(mjm, data_to_mujoco(m, d, mjm), m)`` reproduces ``d`` bit for bit
+    (float64), contacts excepted (their slots are static; collision refills them).
+    """
     import mujoco
 
     if mjd is None:
         mjd = mujoco.MjData(mjm)
-    for name in ("qpos", "qvel", "act", "ctrl", "qfrc_applied", "xfrc_applied", "mocap_pos",
-                 "mocap_quat", "qacc_warmstart", "userdata"):
-        getattr(mjd, name)[...] = np.asarray(getattr(d, name)).reshape(getattr(mjd, name).shape)
-    mjd.time = float(d.time)
+    for name in d.fields():
+        if name in ("contact", "ncon"):
+            continue
+        v = np.asarray(getattr(d, name), dtype=np.float64)
+        if name == "qM":
+            mjd.M[...] = _dense_to_sparse(v, mjm.M_rowadr, mjm.M_rownnz, mjm.M_colind)
+        elif name == "actuator_moment":
+            # MuJoCo keeps the actuator moment rows compressed; store every nonzero.
+            nz = [np.nonzero(row)[0] for row in v.reshape(mjm.nu, mjm.nv)]
+            rownnz = np.array([len(c) for c in nz], dtype=np.int32)
+            rowadr = np.concatenate([[0], np.cumsum(rownnz)[:-1]]).astype(np.int32)
+            mjd.moment_rownnz[...] = rownnz
+            mjd.moment_rowadr[...] = rowadr
+            if rownnz.sum():
+                cols = np.concatenate(nz)
+                mjd.moment_colind[:len(cols)] = cols
+                mjd.actuator_moment[:len(cols)] = _dense_to_sparse(v, rowadr, rownnz, cols)
+        elif name == "ten_J":
+            mjd.ten_J[...] = _dense_to_sparse(v.reshape(mjm.ntendon, mjm.nv), mjm.ten_J_rowadr,
+                                              mjm.ten_J_rownnz, mjm.ten_J_colind)
+        elif name == "warning_count":
+            for w, n in zip(mjd.warning, v.reshape(-1)):
+                w.number = int(n)
+        elif name == "time":
+            mjd.time = float(v)
+        elif hasattr(mjd, name):
+            target = getattr(mjd, name)
+            if np.size(target) == v.size:
+                target[...] = v.reshape(np.shape(target))
     return mjd

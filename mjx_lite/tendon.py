@@ -24,7 +24,7 @@ from mjx_lite.types import Data, Model, WrapType
 # wrap_inside's Newton solve (fixed parameters of MuJoCo's algorithm)
 _INSIDE_MAXITER = 20
 _INSIDE_ZINIT = 1.0 - 1e-7
-_INSIDE_TOL = 1e-10
+_INSIDE_TOL = 1e-9
 
 
 # ------------------------------------------------------------------------------------------

@@ -12,13 +12,12 @@ contact is ever dropped (and no contact-full warning is needed).
 Culling is a mask: a culled pair still runs its collider (fixed shapes under jit/vmap), so it
 saves no work yet; it reproduces MuJoCo's filter, whose result the colliders never change.
 Pair types without a collider here (box-box; ellipsoid with capsule, ellipsoid, cylinder, box
-or mesh; cylinder-cylinder, capsule-cylinder, cylinder-box; mesh; hfield) get no slots and a
-Python warning at trace time.
+or mesh; cylinder-cylinder, capsule-cylinder, cylinder-box; mesh; hfield) make ``collision``
+raise NotImplementedError when it is traced: a model whose geoms could touch that way is not
+simulated silently without those contacts (disable contacts, or the pair, to run it anyway).
 """
 
 from __future__ import annotations
-
-import warnings
 
 import jax
 import jax.numpy as jp
@@ -49,25 +48,23 @@ MINVAL = 1e-15
 
 
 def _groups(m: Model) -> tuple[PairGroup, ...]:
-    """The pair groups that have a collider here; warns once per missing key."""
-    out = []
-    for g in pair_groups(m):
-        if tuple(g.types) in COLLIDERS:
-            out.append(g)
-        else:
-            names = "-".join(_G(t).name.lower() for t in g.types)
-            warnings.warn(f"mjx_lite collision: no {names} collider yet; "
-                          f"{len(g.geom1)} candidate pairs skipped", stacklevel=3)
-    return tuple(out)
+    """The candidate pair groups that have a collider here."""
+    return tuple(g for g in pair_groups(m) if tuple(g.types) in COLLIDERS)
+
+
+def missing_colliders(m: Model) -> list[str]:
+    """Geom-type pairs the model can collide that mjx_lite has no collider for."""
+    if m.opt.disableflags & (DisableBit.CONSTRAINT | DisableBit.CONTACT):
+        return []
+    return ["-".join(_G(t).name.lower() for t in g.types) + f" ({len(g.geom1)} pairs)"
+            for g in pair_groups(m) if tuple(g.types) not in COLLIDERS]
 
 
 def contact_budget(m: Model) -> int:
     """Static number of contact slots: sum over candidate pairs of their contact cap."""
     if m.opt.disableflags & (DisableBit.CONSTRAINT | DisableBit.CONTACT):
         return 0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return int(sum(len(g.geom1) * COLLIDERS[tuple(g.types)].NCON for g in _groups(m)))
+    return int(sum(len(g.geom1) * COLLIDERS[tuple(g.types)].NCON for g in _groups(m)))
 
 
 def _mix(m: Model, g1: np.ndarray, g2: np.ndarray):
@@ -144,6 +141,11 @@ def _sphere_cull(m: Model, d: Data, g1, g2, bound_margin):
 
 def collision(m: Model, d: Data) -> Data:
     """Finds contacts between geoms (mj_collision) into ``d.contact`` and ``d.ncon``."""
+    missing = missing_colliders(m)
+    if missing:
+        raise NotImplementedError(
+            "unsupported: mjx_lite has no collider yet for " + ", ".join(missing) +
+            "; disable contacts (opt.disableflags |= DisableBit.CONTACT) or exclude the pairs")
     nslot = contact_budget(m)
     if nslot == 0:
         return d.replace(contact=Contact.zeros(0, d.qpos.dtype),

@@ -1,0 +1,75 @@
+"""The mjx-lite command: info, simulate (progress, steps/s, viewer file), bench, exit codes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from conftest import GYM_ASSETS, MODELS_DIR, REPO_ROOT
+
+from mjx_lite import cli
+
+PENDULUM = REPO_ROOT / "mjx_lite" / "assets" / "pendulum.xml"
+
+
+def test_info_lists_sizes_and_features(capsys):
+    assert cli.main(["info", str(MODELS_DIR / "humanoid_like.xml")]) == 0
+    out = capsys.readouterr().out
+    for text in ("compile:", "nbody=17", "joints: ball x5, free x1, hinge x11",
+                 "geoms:", "capsule", "actuator gain:", "unsupported: none"):
+        assert text in out, text
+
+
+@pytest.mark.parametrize("xml, message", [
+    (None, "file not found"),
+    ("<mujoco><worldbody><geom type='bogus'/></worldbody></mujoco>", "bogus"),
+    ("<mujoco><worldbody><body></worldbody></mujoco>", "bad.xml"),
+])
+def test_bad_input_is_one_line_and_exit_code_2(tmp_path, xml, message):
+    path = tmp_path / "bad.xml"
+    if xml is not None:
+        path.write_text(xml)
+    for command in ("info", "simulate"):
+        out = subprocess.run([sys.executable, "-m", "mjx_lite.cli", command, str(path)],
+                             capture_output=True, text=True)
+        assert out.returncode == 2, out.stderr
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
+        assert lines[0].startswith("mjx-lite: error:") and message in lines[0]
+
+
+def test_simulate_writes_viewer_and_prints_rate(tmp_path, capsys):
+    html = tmp_path / "out.html"
+    argv = ["simulate", str(PENDULUM), "--steps", "30", "--batch", "3", "--ctrl", "random",
+            "--html", str(html)]
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    assert "steps/s" in captured.out and "wrote" in captured.out
+    assert "jit" in captured.err and "simulate" in captured.err  # the two progress phases
+    text = html.read_text()
+    assert '"T":30' in text and '"B":3' in text
+
+
+def test_bench_runs_the_checkout_runner_or_builtin(capsys, monkeypatch):
+    monkeypatch.chdir(REPO_ROOT)
+    if cli._find_runner() is None:
+        assert cli.main(["bench"]) == 0
+    else:
+        # The checkout's runner: the smallest configuration it accepts.
+        assert cli.main(["bench", "--models", "pendulum", "--batches", "1", "--steps", "5",
+                         "--no-mjx"]) == 0
+    assert "steps/s" in capsys.readouterr().out
+
+
+def test_builtin_bench(capsys):
+    assert cli._builtin_bench([]) == 0
+    assert "steps/s" in capsys.readouterr().out
+
+
+@pytest.mark.acceptance
+def test_info_on_every_gymnasium_model(capsys):
+    for path in sorted(GYM_ASSETS.glob("*.xml")):
+        assert cli.main(["info", str(path)]) == 0, path.name
+        out = capsys.readouterr().out
+        assert "joints:" in out and "geoms:" in out and "unsupported:" in out, path.name
