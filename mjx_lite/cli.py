@@ -4,7 +4,8 @@
     mjx-lite simulate MODEL.xml --steps N --batch B [--x64] [--html out.html] [--ctrl random|zero]
     mjx-lite bench [ARGS...]
 
-Bad input (missing file, malformed XML, unsupported feature) prints one line and exits with 2.
+Bad input (missing file, malformed XML, unsupported feature: MJCFError, OSError or the
+pipeline's NotImplementedError) prints one line and exits with 2.
 """
 
 from __future__ import annotations
@@ -94,7 +95,13 @@ def _sensor_name(v: int) -> str:
 def unsupported(m) -> list[str]:
     """Features the compiler accepts but the simulation pipeline does not act on."""
     notes = []
-    if np.any(np.asarray(m.geom_type) == 8):
+    try:  # the collision stage reports the geom pairs it has no function for
+        from mjx_lite.collision.driver import missing_colliders
+    except ImportError:
+        missing_colliders = None
+    if missing_colliders is not None:
+        notes += [f"collision {pair}" for pair in missing_colliders(m)]
+    elif np.any(np.asarray(m.geom_type) == 8):
         notes.append("sdf geoms (no collision function)")
     return notes
 
@@ -162,7 +169,9 @@ def _rollout_fn(m, nsteps: int, ctrl: str, record: int):
 
     def run(d, key):
         def body(d, k):
-            d = step(d.replace(ctrl=sample(k, d.ctrl.shape[:1])))
+            new = step(d.replace(ctrl=sample(k, d.ctrl.shape[:1])))
+            # The scan carry must keep its dtypes even where a stage widens an int field.
+            d = jax.tree_util.tree_map(lambda a, b: a.astype(b.dtype), new, d)
             return d, (d.xpos[:record], d.xquat[:record], d.time[0])
 
         return jax.lax.scan(body, d, jax.random.split(key, nsteps))
@@ -176,8 +185,18 @@ def cmd_simulate(args) -> int:
     if args.x64:
         jax.config.update("jax_enable_x64", True)
     import mjx_lite
+    from mjx_lite.errors import MJCFError
+    from mjx_lite.types import DisableBit
 
     m, load_s = _load(args.model)
+    flags = {"constraint": DisableBit.CONSTRAINT, "contact": DisableBit.CONTACT,
+             "limit": DisableBit.LIMIT, "equality": DisableBit.EQUALITY}
+    disable = 0
+    for name in filter(None, args.disable.split(",")):
+        if name not in flags:
+            raise MJCFError(f"--disable: unknown flag {name!r} (one of {', '.join(flags)})")
+        disable |= flags[name]
+    m = m.replace(opt=m.opt.replace(disableflags=int(m.opt.disableflags) | int(disable)))
     print(f"compile model: {load_s:.3f} s ({m.nbody} bodies, nv={m.nv}, nu={m.nu})")
     d = mjx_lite.make_data(m)
     db = jax.tree_util.tree_map(lambda x: jax.numpy.broadcast_to(x, (args.batch,) + x.shape), d)
@@ -289,6 +308,8 @@ def parser() -> argparse.ArgumentParser:
                      help="store float32 poses in the viewer file (default int16)")
     sim.add_argument("--ctrl", choices=("random", "zero"), default="zero")
     sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--disable", default="",
+                     help="comma-separated: constraint, contact, limit, equality")
     sim.set_defaults(fn=cmd_simulate)
     bench = sub.add_parser("bench", help="benchmarks/run.py if in the checkout, else a small one")
     bench.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the runner")
@@ -300,13 +321,18 @@ def main(argv=None) -> int:
     """Entry point of the ``mjx-lite`` script; returns the exit code."""
     from mjx_lite.errors import MJCFError
 
-    args = parser().parse_args(argv)
+    p = parser()
+    args, extra = p.parse_known_args(argv)
+    if args.command == "bench":
+        args.rest = extra + list(args.rest)  # everything after "bench" goes to the runner
+    elif extra:
+        p.error(f"unrecognized arguments: {' '.join(extra)}")
     if getattr(args, "steps", 1) < 1 or getattr(args, "batch", 1) < 1:
         print("mjx-lite: error: --steps and --batch must be positive", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
         return args.fn(args)
-    except (MJCFError, OSError) as e:
+    except (MJCFError, OSError, NotImplementedError) as e:
         print(f"mjx-lite: error: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

@@ -100,7 +100,8 @@ def model_from_mujoco(mjm) -> Model:
 def data_from_mujoco(mjm, mjd, m: Model | None = None) -> Data:
     """Copies a ``mujoco.MjData`` of ``mjm`` into an mjx_lite Data (every field Data has).
 
-    Sparse MuJoCo 4.0 storage (``M``, ``actuator_moment``, ``ten_J``) is expanded to dense.
+    Sparse MuJoCo 4.0 storage (``M``, ``qLD``, ``actuator_moment``, ``ten_J``) is expanded to
+    dense.
     """
     import mujoco
 
@@ -117,6 +118,8 @@ def data_from_mujoco(mjm, mjd, m: Model | None = None) -> Data:
             full = np.zeros((mjm.nv, mjm.nv))
             mujoco.mj_fullM(mjm, mjd, full)
             v = full
+        elif name == "qLD":  # MuJoCo stores the factor in M's sparsity pattern
+            v = _sparse_rows(mjd.qLD, mjm.M_rownnz, mjm.M_rowadr, mjm.M_colind, mjm.nv, mjm.nv)
         elif name == "actuator_moment":
             v = _sparse_rows(mjd.actuator_moment, mjd.moment_rownnz, mjd.moment_rowadr,
                              mjd.moment_colind, mjm.nu, mjm.nv)
@@ -157,7 +160,8 @@ def data_to_mujoco(m: Model, d: Data, mjm, mjd=None):
     ``actuator_moment``, ``ten_J`` back into MuJoCo's sparse storage.
 
     ``data_from_mujoco(mjm, data_to_mujoco(m, d, mjm), m)`` reproduces ``d`` bit for bit
-    (float64), contacts excepted (their slots are static; collision refills them).
+    (float64), except contacts and ``efc_*`` constraint rows: MuJoCo sizes those per step
+    (ncon, nefc) while mjx_lite keeps static budgets; collision and make_constraint refill them.
     """
     import mujoco
 
@@ -167,8 +171,9 @@ def data_to_mujoco(m: Model, d: Data, mjm, mjd=None):
         if name in ("contact", "ncon"):
             continue
         v = np.asarray(getattr(d, name), dtype=np.float64)
-        if name == "qM":
-            mjd.M[...] = _dense_to_sparse(v, mjm.M_rowadr, mjm.M_rownnz, mjm.M_colind)
+        if name in ("qM", "qLD"):  # both live in M's sparsity pattern in MuJoCo
+            target = mjd.M if name == "qM" else mjd.qLD
+            target[...] = _dense_to_sparse(v, mjm.M_rowadr, mjm.M_rownnz, mjm.M_colind)
         elif name == "actuator_moment":
             # MuJoCo keeps the actuator moment rows compressed; store every nonzero.
             nz = [np.nonzero(row)[0] for row in v.reshape(mjm.nu, mjm.nv)]

@@ -22,7 +22,6 @@ from mjx_lite.types import (
     Model,
     SameFrame,
     TrnType,
-    WrapType,
 )
 
 # ------------------------------------------------------------------------------------------
@@ -352,27 +351,10 @@ def mul_m(m: Model, d: Data, x: jax.Array) -> jax.Array:
 
 
 def tendon(m: Model, d: Data) -> Data:
-    """Fixed tendons: ten_length = sum coef * qpos and the constant ten_J (mj_tendon).
+    """Tendon lengths and moments, fixed and spatial (mj_tendon): see ``mjx_lite.tendon``."""
+    from mjx_lite import tendon as tendon_  # tendon.py imports this module
 
-    Spatial tendons are computed by ``mjx_lite.tendon``; their rows stay zero here.
-    """
-    if not m.ntendon:
-        return d
-    wtype = np.asarray(m.wrap_type)
-    adr, num = np.asarray(m.tendon_adr), np.asarray(m.tendon_num)
-    ten_of_wrap = np.repeat(np.arange(m.ntendon), num)
-    wrap_ids = (np.repeat(adr, num) + np.arange(num.sum()) - np.repeat(np.cumsum(num) - num, num))
-    wrap_ids = wrap_ids.astype(int)
-    sel = wtype[wrap_ids] == WrapType.JOINT
-    w, t = wrap_ids[sel], ten_of_wrap[sel]
-    jid = np.asarray(m.wrap_objid)[w]
-    coef = jp.asarray(m.wrap_prm)[w]
-    qpos = d.qpos[np.asarray(m.jnt_qposadr)[jid]]
-    length = jax.ops.segment_sum(coef * qpos, t, num_segments=m.ntendon)
-    ten_j = jp.zeros((m.ntendon, m.nv), dtype=d.qpos.dtype)
-    ten_j = ten_j.at[t, np.asarray(m.jnt_dofadr)[jid]].add(coef)
-    # ten_wrapadr counts the spatial path points before each tendon; fixed ones add none
-    return d.replace(ten_length=length, ten_J=ten_j)
+    return tendon_.tendon(m, d)
 
 
 def jac(m: Model, d: Data, point: jax.Array, body_id) -> tuple[jax.Array, jax.Array]:

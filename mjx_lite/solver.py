@@ -475,4 +475,4 @@ def solve(m: Model, d: Data, *, loop: str = "fixed") -> Data:
         # the dual iterate is the force; the primal update only supplies the state
         force = pgs_force
     return d.replace(qacc=qacc, qfrc_constraint=d.efc_J.T @ force, efc_force=force,
-                     efc_state=state, solver_niter=niter.astype(jp.int32))
+                     efc_state=state.astype(jp.int32), solver_niter=niter.astype(jp.int32))

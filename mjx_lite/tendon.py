@@ -21,10 +21,11 @@ import numpy as np
 from mjx_lite import math, smooth
 from mjx_lite.types import Data, Model, WrapType
 
-# wrap_inside's Newton solve (fixed parameters of MuJoCo's algorithm)
+# wrap_inside's Newton solve: 20 iterations from z = 1 - 1e-7 as MuJoCo; the tolerance 1e-8
+# (not the 3.x 1e-6) is the one that reproduces MuJoCo 4.0's points (measured)
 _INSIDE_MAXITER = 20
 _INSIDE_ZINIT = 1.0 - 1e-7
-_INSIDE_TOL = 1e-9
+_INSIDE_TOL = 1e-8
 
 
 # ------------------------------------------------------------------------------------------
@@ -168,6 +169,52 @@ def _wrap_circle(end, sd, has_side, radius):
     return wlen, jp.where(invalid[:, None], 0.0, pnt)
 
 
+def _angle2(a, b):
+    """Signed angle (-pi, pi] from 2D vector a to b about the origin."""
+    return jp.arctan2(_cross2(a, b), jp.sum(a * b, -1))
+
+
+def _wrap_side(end, sd, radius):
+    """Circle wrap with a sidesite (MuJoCo 4.0 semantics, XML reference spatial/geom
+    sidesite): the shortest path homotopic to the polyline end0 -> sd -> end1 around the
+    circle, i.e. with the polyline's winding angle about the center; no wrap when the
+    straight segment clears the circle with that same winding.
+
+    Args:
+      end: (n, 4) end points; sd: (n, 2) sidesite direction on the circle; radius: (n,).
+    Returns:
+      wlen (n,) (-1: no wrap), pnt (n, 4) the tangent points.
+    """
+    e0, e1 = end[:, :2], end[:, 2:]
+    len0, len1 = math.safe_norm(e0), math.safe_norm(e1)
+    dif = e1 - e0
+    dd = jp.sum(dif * dif, -1)
+    a = jp.clip(-jp.sum(dif * e0, -1) / jp.where(dd < math.MINVAL, 1.0, dd), 0.0, 1.0)
+    near = e0 + a[:, None] * dif
+    clear = jp.sum(near * near, -1) > radius * radius
+    wind = _angle2(e0, sd) + _angle2(sd, e1)
+    straight = _angle2(e0, e1)
+    # winding angles of paths with equal ends differ by multiples of 2 pi
+    same = jp.abs(wind - straight) < jp.pi
+    l0 = jp.where(len0 < math.MINVAL, 1.0, len0)
+    l1 = jp.where(len1 < math.MINVAL, 1.0, len1)
+    # angle swept (seen from the center) by each straight tangent piece
+    c0 = jp.clip(radius / l0, -1.0, 1.0)
+    c1 = jp.clip(radius / l1, -1.0, 1.0)
+    s0, s1 = _safe_sqrt(1.0 - c0 * c0), _safe_sqrt(1.0 - c1 * c1)
+    arc = jp.abs(wind) - jp.arctan2(s0, c0) - jp.arctan2(s1, c1)
+    sgn = jp.where(wind >= 0, 1.0, -1.0)
+    u0, u1 = e0 / l0[:, None], e1 / l1[:, None]
+    perp = lambda u: jp.stack([-u[:, 1], u[:, 0]], -1)  # noqa: E731
+    t0 = radius[:, None] * (c0[:, None] * u0 + (sgn * s0)[:, None] * perp(u0))
+    t1 = radius[:, None] * (c1[:, None] * u1 - (sgn * s1)[:, None] * perp(u1))
+    invalid = (len0 < radius) | (len1 < radius) | (radius < math.MINVAL) | \
+        (dd < math.MINVAL) | (clear & same) | (arc < 0)
+    wlen = jp.where(invalid, -1.0, radius * arc)
+    pnt = jp.concatenate([t0, t1], -1)
+    return wlen, jp.where(invalid[:, None], 0.0, pnt)
+
+
 def _asin(x):
     # clipped so that rounding past +-1 cannot produce NaN
     return jp.arcsin(jp.clip(x, -1.0, 1.0))
@@ -280,6 +327,10 @@ def wrap(x0, x1, xpos, xmat, radius, is_sphere, side, has_side):
 
     inside = has_side & (math.safe_norm(s) < radius)
     wl_out, pnt_out = _wrap_circle(end, sd, has_side, radius)
+    if np.any(has_side):
+        wl_side, pnt_side = _wrap_side(end, sd, radius)
+        wl_out = jp.where(has_side, wl_side, wl_out)
+        pnt_out = jp.where(has_side[:, None], pnt_side, pnt_out)
     if np.any(has_side):
         wl_in, pnt_in = _wrap_inside(end, radius)
         wlen = jp.where(inside, wl_in, wl_out)

@@ -6,9 +6,10 @@ import subprocess
 import sys
 
 import pytest
-from conftest import GYM_ASSETS, MODELS_DIR, REPO_ROOT
 
 from mjx_lite import cli
+
+from conftest import GYM_ASSETS, MODELS_DIR, REPO_ROOT
 
 PENDULUM = REPO_ROOT / "mjx_lite" / "assets" / "pendulum.xml"
 

@@ -8,13 +8,18 @@ import sys
 import jax
 import mujoco
 import numpy as np
-from conftest import MODELS_DIR
 
 import mjx_lite
 from mjx_lite import interop
 
+from conftest import MODELS_DIR
+
 # Exact: the round trip only copies and re-packs float64 values.
 TOL = 0.0
+# Not part of the round trip: MuJoCo allocates contacts and constraint rows per step (ncon, nefc),
+# mjx_lite keeps static budgets with masks; collision and make_constraint refill both.
+NOT_COPIED = ("contact", "ncon")
+NOT_COPIED_PREFIX = "efc_"
 
 
 def _mujoco_state(name: str, nstep: int = 15):
@@ -31,7 +36,7 @@ def _mujoco_state(name: str, nstep: int = 15):
 
 def _assert_same_data(a, b):
     for name in a.fields():
-        if name in ("contact", "ncon"):
+        if name in NOT_COPIED or name.startswith(NOT_COPIED_PREFIX):
             continue
         for x, y in zip(jax.tree_util.tree_leaves(getattr(a, name)),
                         jax.tree_util.tree_leaves(getattr(b, name))):
@@ -58,8 +63,8 @@ def test_round_trip_through_mjdata_is_exact():
 
 
 def test_round_trip_of_an_mjx_lite_state():
-    m = mjx_lite.load_model(str(MODELS_DIR / "tendon_arm.xml"))
-    mjm = mujoco.MjModel.from_xml_path(str(MODELS_DIR / "tendon_arm.xml"))
+    m = mjx_lite.load_model(str(MODELS_DIR / "double_pendulum.xml"))
+    mjm = mujoco.MjModel.from_xml_path(str(MODELS_DIR / "double_pendulum.xml"))
     d = mjx_lite.make_data(m)
     d = d.replace(qvel=d.qvel + 0.1, ctrl=d.ctrl + 0.2)
     d = mjx_lite.forward(m, d)

@@ -468,6 +468,7 @@ def build_actuators(ctx: Context) -> dict:
     }
     pending: set[str] = set()
     length_exact = np.ones(nu, bool)
+    simulate_range = []  # actuators whose lengthrange needs the compile-time simulation
     users = []
     na = 0
     njnt = int(f.get("njnt", len(f.get("jnt_type", ()))))
@@ -575,6 +576,7 @@ def build_actuators(ctx: Context) -> dict:
         out["actuator_lengthrange"][i] = lr
         if lr_pending:
             pending.add("actuator_lengthrange")
+            simulate_range.append(i)
         users.append(rec.user)
     out["actuator_user"] = user_array(ctx, "actuator", users, elements)
     out["nuser_actuator"] = out["actuator_user"].shape[1]
@@ -588,4 +590,5 @@ def build_actuators(ctx: Context) -> dict:
         pending.add("actuator_length0")
     out["_pending"] = sorted(pending)
     ctx.fields.update({k: v for k, v in out.items() if k != "_pending"})
+    ctx.lengthrange_actuators = simulate_range
     return out

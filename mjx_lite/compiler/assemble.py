@@ -11,7 +11,7 @@ import os
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.compiler import build, hfield, parse, qpos0
+from mjx_lite.compiler import build, hfield, lengthrange, parse, qpos0
 from mjx_lite.compiler.context import Context
 from mjx_lite.compiler.frames import quat_mul, quat_rotate, quat_to_mat
 from mjx_lite.compiler.parse import Spec
@@ -294,6 +294,12 @@ def compile_spec(spec: Spec) -> Model:
         from mjx_lite import const
 
         model = const.set_const(model)
+    if ctx.lengthrange_actuators:
+        ids = ctx.lengthrange_actuators
+        ranges = lengthrange.compute(model, ids, lengthrange.settings(spec),
+                                     spec.section("actuator")[ids[0]].where())
+        model = model.replace(actuator_lengthrange=model.actuator_lengthrange.at[
+            np.asarray(ids)].set(jp.asarray(ranges, dtype=model.actuator_lengthrange.dtype)))
     return model
 
 

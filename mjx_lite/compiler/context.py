@@ -28,6 +28,7 @@ class Context:
     angle_scale: float = np.pi / 180.0  # compiler angle="degree" (default) -> radians
     euler_seq: str = "xyz"
     autolimits: bool = True
+    lengthrange_actuators: list = dataclasses.field(default_factory=list)
 
     def register(self, kind: str, el: Element | None, name: str | None = None) -> int:
         """Appends an object of ``kind``; returns its id. Duplicate names are an error."""

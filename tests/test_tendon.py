@@ -1,0 +1,239 @@
+"""Parity of tendon.py (fixed and spatial tendons, sphere/cylinder wrapping with sidesites,
+pulleys) with MuJoCo 4.0 C: ten_length, ten_J and the paths wrap_obj / wrap_xpos /
+ten_wrapadr / ten_wrapnum, plus the JAX contract (grad of the length is ten_J)."""
+
+from __future__ import annotations
+
+import pathlib
+
+import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
+
+import mjx_lite
+from mjx_lite import interop, smooth, tendon
+
+from conftest import MJX_TEST_DATA
+from parity import assert_close, rel_error
+
+jax.config.update("jax_enable_x64", True)
+
+# Float64 parity: closed-form wrapping agrees to rounding (measured <= 2e-15).
+RTOL = 1e-8
+# Inside wrapping (sidesite inside the geom) runs MuJoCo's Newton iteration with a stopping
+# tolerance, so its contact point agrees to the solver's resolution (measured 1.2e-8 on J).
+INSIDE_RTOL = 5e-8
+ACCEPTANCE_FILE = pathlib.Path(__file__).parent / "acceptance" / "tendon.txt"
+TENDON_DIR = MJX_TEST_DATA / "tendon"
+
+# One tendon per case: sphere without sidesite, sphere and cylinder with an outside sidesite,
+# a cylinder with an inside sidesite, a pulley splitting into two branches, a fixed tendon.
+INLINE_XML = """
+<mujoco>
+  <option gravity="0 0 0"/>
+  <worldbody>
+    <site name="w0" pos="-.3 0 .5"/>
+    <site name="w1" pos=".3 .2 .5"/>
+    <body name="a" pos="0 0 .5">
+      <joint name="j0" type="hinge" axis="0 1 0"/>
+      <joint name="j1" type="hinge" axis="1 0 0"/>
+      <geom name="sph" type="sphere" size=".1" pos=".2 0 0"/>
+      <geom name="cyl" type="cylinder" size=".08 .2" pos=".5 0 0" euler="90 0 0"/>
+      <site name="side_out" pos=".2 0 .3"/>
+      <site name="side_cyl" pos=".5 0 -.3"/>
+      <site name="side_in" pos=".5 .01 .01"/>
+      <site name="a0" pos="0 0 .05"/>
+      <body name="b" pos=".8 0 0">
+        <joint name="j2" type="hinge" axis="0 1 0"/>
+        <joint name="j3" type="slide" axis="0 0 1"/>
+        <geom type="capsule" size=".02" fromto="0 0 0 .3 0 0"/>
+        <site name="b0" pos=".2 0 .05"/>
+        <site name="b1" pos=".3 0 -.05"/>
+      </body>
+    </body>
+    <body name="c" pos="0 .5 .5">
+      <freejoint/>
+      <geom type="box" size=".05 .05 .05"/>
+      <site name="c0" pos=".05 0 0"/>
+    </body>
+  </worldbody>
+  <tendon>
+    <spatial name="sphere"><site site="w0"/><geom geom="sph"/><site site="b0"/></spatial>
+    <spatial name="sphere_side">
+      <site site="w0"/><geom geom="sph" sidesite="side_out"/><site site="b0"/>
+    </spatial>
+    <spatial name="cyl_side">
+      <site site="a0"/><geom geom="cyl" sidesite="side_cyl"/><site site="b1"/>
+    </spatial>
+    <spatial name="cyl_inside">
+      <site site="a0"/><geom geom="cyl" sidesite="side_in"/><site site="b1"/>
+    </spatial>
+    <spatial name="pulley">
+      <site site="w1"/><site site="c0"/>
+      <pulley divisor="2"/>
+      <site site="c0"/><geom geom="sph"/><site site="b1"/>
+      <pulley divisor="3"/>
+      <site site="c0"/><site site="w0"/>
+    </spatial>
+    <fixed name="fixed"><joint joint="j0" coef=".5"/><joint joint="j2" coef="-1"/></fixed>
+  </tendon>
+</mujoco>
+"""
+
+CI_FILES = ("site_wrap.xml", "pulley_site_wrap.xml", "wrap_sidesite.xml", "tendon.xml")
+
+
+def _states(mjm, count: int, seed: int = 0):
+    """qpos0 and random configurations (MuJoCo normalizes the quaternions in mj_forward)."""
+    rng = np.random.default_rng(seed)
+    for k in range(count):
+        yield mjm.qpos0 + (0.0 if k == 0 else 0.8) * rng.normal(size=mjm.nq)
+
+
+def _compare(mjm, m, fn, qpos):
+    """Errors (length, J, path) of our tendon stage against mj_forward at qpos."""
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:] = qpos
+    mujoco.mj_forward(mjm, mjd)
+    d = interop.data_from_mujoco(mjm, mjd, m)
+    ours = fn(d.replace(ten_length=jp.zeros_like(d.ten_length), ten_J=jp.zeros_like(d.ten_J)))
+    npt = int(mjd.ten_wrapnum.sum())  # MuJoCo leaves the slots past the path stale
+    path_xpos = np.asarray(ours.wrap_xpos).reshape(-1, 3)[:npt]
+    path_obj = np.asarray(ours.wrap_obj).reshape(-1)[:npt]
+    np.testing.assert_array_equal(path_obj, mjd.wrap_obj.reshape(-1)[:npt])
+    np.testing.assert_array_equal(np.asarray(ours.ten_wrapnum), mjd.ten_wrapnum)
+    np.testing.assert_array_equal(np.asarray(ours.ten_wrapadr), mjd.ten_wrapadr)
+    return (rel_error(ours.ten_length, mjd.ten_length), rel_error(ours.ten_J, d.ten_J),
+            rel_error(path_xpos, mjd.wrap_xpos.reshape(-1, 3)[:npt]), ours, d)
+
+
+def _stage(m):
+    return jax.jit(lambda d: tendon.tendon(m, smooth.com_pos(m, smooth.kinematics(m, d))))
+
+
+@pytest.fixture(scope="module")
+def inline():
+    mjm = mujoco.MjModel.from_xml_string(INLINE_XML)
+    m = interop.model_from_mujoco(mjm)
+    return mjm, m, _stage(m)
+
+
+@pytest.mark.parametrize("name", CI_FILES)
+def test_wheel_models(name):
+    mjm = mujoco.MjModel.from_xml_path(str(TENDON_DIR / name))
+    m = interop.model_from_mujoco(mjm)
+    fn = _stage(m)
+    rtol = INSIDE_RTOL if name == "wrap_sidesite.xml" else RTOL
+    for qpos in _states(mjm, 6):
+        e_len, e_j, e_path, _, _ = _compare(mjm, m, fn, qpos)
+        assert max(e_len, e_j, e_path) <= rtol, (name, e_len, e_j, e_path)
+
+
+def test_inline_wrap_types(inline):
+    mjm, m, fn = inline
+    wrapped = np.zeros(mjm.ntendon)
+    for qpos in _states(mjm, 8, seed=3):
+        _, _, _, ours, d = _compare(mjm, m, fn, qpos)
+        mjd = mujoco.MjData(mjm)
+        mjd.qpos[:] = qpos
+        mujoco.mj_forward(mjm, mjd)
+        for t in range(mjm.ntendon):
+            tol = INSIDE_RTOL if mjm.tendon(t).name == "cyl_inside" else RTOL
+            assert_close(f"ten_length[{t}]", ours.ten_length[t], mjd.ten_length[t], tol)
+            assert_close(f"ten_J[{t}]", ours.ten_J[t], d.ten_J[t], tol)
+        wrapped += (mjd.ten_wrapnum > np.asarray([3, 3, 3, 3, 7, 0]))
+    # every geom tendon wrapped in at least one sampled state
+    assert np.all(wrapped[:4] > 0), wrapped
+
+
+def test_pulley_divisor(inline):
+    """The pulley branches count 1/2 and 1/3 of their lengths (XML reference, pulley)."""
+    mjm, m, fn = inline
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_forward(mjm, mjd)
+    ours = fn(interop.data_from_mujoco(mjm, mjd, m))
+    t = mjm.tendon("pulley").id
+    xp = lambda s: mjd.site(s).xpos  # noqa: E731
+    straight = np.linalg.norm(xp("w1") - xp("c0")) + np.linalg.norm(xp("c0") - xp("w0")) / 3
+    assert float(ours.ten_length[t]) > straight  # the middle branch adds its half
+
+
+def test_load_model_and_set_const():
+    """Our compiler's model: lengths at qpos0 (set_const) and the stage match MuJoCo."""
+    path = str(TENDON_DIR / "pulley_site_wrap.xml")
+    mjm = mujoco.MjModel.from_xml_path(path)
+    m = mjx_lite.load_model(path)
+    assert_close("tendon_length0", m.tendon_length0, mjm.tendon_length0, RTOL)
+    assert_close("tendon_invweight0", m.tendon_invweight0, mjm.tendon_invweight0, 1e-9)
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_forward(mjm, mjd)
+    ours = _stage(m)(mjx_lite.make_data(m))
+    assert_close("ten_length", ours.ten_length, mjd.ten_length, RTOL)
+
+
+def test_grad_is_moment(inline):
+    """d ten_length / d qpos equals ten_J on hinge/slide joints (envelope theorem: the wrap
+    points' motion along the geom does not change the length to first order)."""
+    mjm, m, fn = inline
+    rng = np.random.default_rng(7)
+    qpos = jp.asarray(mjm.qpos0 + 0.3 * rng.normal(size=mjm.nq))
+    d0 = mjx_lite.make_data(m)
+
+    def lengths(q):
+        return fn(d0.replace(qpos=q)).ten_length
+
+    jac = jax.jacfwd(lengths)(qpos)
+    ten_j = fn(d0.replace(qpos=qpos)).ten_J
+    hinge = np.arange(4)  # j0..j3 are the first four qpos and dofs
+    outside = np.array([0, 1, 2, 5])
+    assert np.all(np.isfinite(np.asarray(jac)))
+    assert_close("dlen/dq", jac[outside][:, hinge], ten_j[outside][:, hinge], 1e-7)
+
+
+def test_grad_finite_at_degenerate():
+    """Coincident sites and a site at the wrap geom's center give finite gradients."""
+    xml = """
+    <mujoco><worldbody>
+      <body><joint name="h" axis="0 1 0"/><geom name="s" size=".1"/>
+        <site name="a" pos="0 0 0"/><site name="b" pos="0 0 0"/></body>
+      <site name="c" pos="0 0 0"/>
+    </worldbody><tendon>
+      <spatial><site site="a"/><site site="b"/></spatial>
+      <spatial><site site="a"/><geom geom="s"/><site site="c"/></spatial>
+    </tendon></mujoco>"""
+    m = mjx_lite.load_model_from_string(xml)
+    fn = _stage(m)
+    d0 = mjx_lite.make_data(m)
+    g = jax.grad(lambda q: jp.sum(fn(d0.replace(qpos=q)).ten_length))(d0.qpos)
+    assert np.all(np.isfinite(np.asarray(g)))
+
+
+def test_vmap(inline):
+    mjm, m, fn = inline
+    d0 = mjx_lite.make_data(m)
+    qs = jp.asarray(np.stack(list(_states(mjm, 4, seed=5))))
+    batched = jax.vmap(lambda q: fn(d0.replace(qpos=q)).ten_length)(qs)
+    single = jp.stack([fn(d0.replace(qpos=q)).ten_length for q in qs])
+    np.testing.assert_allclose(np.asarray(batched), np.asarray(single), rtol=1e-12)
+
+
+@pytest.mark.acceptance
+def test_tendon_acceptance():
+    """Every wheel tendon model and the inline wrap/pulley model at 30 random states."""
+    lines = ["# tendon.py vs MuJoCo 4.0 mj_forward: worst relative errors over 30 states",
+             "# model: ten_length ten_J wrap_xpos (path arrays equal exactly)"]
+    models = [(p.name, mujoco.MjModel.from_xml_path(str(p)))
+              for p in sorted(TENDON_DIR.glob("*.xml"))]
+    models.append(("inline_wrap_pulley", mujoco.MjModel.from_xml_string(INLINE_XML)))
+    for name, mjm in models:
+        m = interop.model_from_mujoco(mjm)
+        fn = _stage(m)
+        worst = np.zeros(3)
+        for qpos in _states(mjm, 30, seed=11):
+            worst = np.maximum(worst, _compare(mjm, m, fn, qpos)[:3])
+        lines.append(f"{name}: {worst[0]:.2e} {worst[1]:.2e} {worst[2]:.2e}")
+        inside = name in ("wrap_sidesite.xml", "inline_wrap_pulley")
+        assert np.all(worst <= (INSIDE_RTOL if inside else RTOL)), (name, worst)
+    ACCEPTANCE_FILE.write_text("\n".join(lines) + "\n")
