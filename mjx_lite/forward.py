@@ -20,8 +20,8 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import constraint, math, smooth, solver, tree
-from mjx_lite.collision.driver import collision
 from mjx_lite.actuator import disabled_actuators, fwd_actuation, next_act
+from mjx_lite.collision.driver import collision
 from mjx_lite.passive import apply_ft, fluid, passive
 from mjx_lite.types import (
     Data,

@@ -263,7 +263,26 @@ def crb(m: Model, d: Data) -> Data:
         # the matching bias term J' armature Jdot qvel vanishes for fixed tendons)
         arm = jp.asarray(m.tendon_armature)
         qm = qm + d.ten_J.T @ (arm[:, None] * d.ten_J)
-    return d.replace(crb=crb_, qM=qm)
+    return d.replace(crb=crb_, qM=qm + actuator_armature(m, d))
+
+
+def actuator_armature(m: Model, d: Data) -> jax.Array:
+    """MuJoCo 4.0's actuator armature: gear^2 * armature of the actuator that jnt_actuatorid
+    (tendon_actuatorid) names, on its joint's dof (along its tendon), as reflected inertia."""
+    out = jp.zeros((m.nv, m.nv), dtype=d.qpos.dtype)
+    joints = np.nonzero(np.asarray(m.jnt_actuatorid) >= 0)[0]
+    if joints.size:
+        act = np.asarray(m.jnt_actuatorid)[joints]
+        dof = np.asarray(m.jnt_dofadr)[joints]
+        value = m.actuator_gear[act, 0] ** 2 * m.actuator_armature[act]
+        out = out.at[dof, dof].add(value)
+    tendons = np.nonzero(np.asarray(m.tendon_actuatorid) >= 0)[0] if m.ntendon else []
+    if len(tendons):
+        act = np.asarray(m.tendon_actuatorid)[tendons]
+        value = m.actuator_gear[act, 0] ** 2 * m.actuator_armature[act]
+        jac = d.ten_J[tendons]
+        out = out + jac.T @ (value[:, None] * jac)
+    return out
 
 
 # ------------------------------------------------------------------------------------------

@@ -85,11 +85,18 @@ def constants(f: dict) -> dict:
         inertia = ximat[b] @ np.diag(f["body_inertia"][b]) @ ximat[b].T
         mass_matrix += f["body_mass"][b] * jacp.T @ jacp + jacr.T @ inertia @ jacr
     mass_matrix += np.diag(f["dof_armature"])
+    for j in np.nonzero(np.asarray(f["jnt_actuatorid"]) >= 0)[0]:
+        act, dof = f["jnt_actuatorid"][j], f["jnt_dofadr"][j]
+        mass_matrix[dof, dof] += f["actuator_gear"][act][0] ** 2 * f["actuator_armature"][act]
     # dof_M0 is taken before tendon armature joins M (measured on MuJoCo 4.0).
     dof_m0 = np.diag(mass_matrix).copy()
     ten_jac = _tendon_jacobian(f, xpos, xmat, axes, anchor, lin)
     if f.get("ntendon", 0):
-        mass_matrix += ten_jac.T @ np.diag(f["tendon_armature"]) @ ten_jac
+        arm = np.array(f["tendon_armature"], dtype=float)
+        for t in np.nonzero(np.asarray(f["tendon_actuatorid"]) >= 0)[0]:
+            act = f["tendon_actuatorid"][t]
+            arm[t] += f["actuator_gear"][act][0] ** 2 * f["actuator_armature"][act]
+        mass_matrix += ten_jac.T @ np.diag(arm) @ ten_jac
     out: dict = {}
     if nv == 0:
         out["meaninertia"] = 1.0
