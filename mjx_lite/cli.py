@@ -2,6 +2,7 @@
 
     mjx-lite info MODEL.xml
     mjx-lite simulate MODEL.xml --steps N --batch B [--x64] [--html out.html] [--ctrl random|zero]
+                      [--plot heights.png]
     mjx-lite bench [ARGS...]
 
 Bad input (missing file, malformed XML, unsupported feature: MJCFError, OSError or the
@@ -200,7 +201,9 @@ def cmd_simulate(args) -> int:
     print(f"compile model: {load_s:.3f} s ({m.nbody} bodies, nv={m.nv}, nu={m.nu})")
     d = mjx_lite.make_data(m)
     db = jax.tree_util.tree_map(lambda x: jax.numpy.broadcast_to(x, (args.batch,) + x.shape), d)
-    record = min(args.batch, args.html_members) if args.html else 1
+    if args.plot:
+        _require_matplotlib()
+    record = min(args.batch, args.html_members) if args.html or args.plot else 1
     chunk = max(1, math.ceil(args.steps / 50))
     nfull, rem = divmod(args.steps, chunk)
     key = jax.random.key(args.seed)
@@ -219,7 +222,7 @@ def cmd_simulate(args) -> int:
         n = chunk if args.steps - done >= chunk else rem
         key, sub = jax.random.split(key)
         db, rec = fns[n](db, sub)
-        if args.html:
+        if args.html or args.plot:
             poses.append(jax.device_get(rec))
         else:
             jax.block_until_ready(db.qpos)
@@ -233,6 +236,9 @@ def cmd_simulate(args) -> int:
           f"({args.steps / wall:,.0f} batched steps/s, {'float64' if args.x64 else 'float32'})")
     if not np.all(np.isfinite(np.asarray(db.qpos))):
         print("warning: the final state has non-finite qpos", file=sys.stderr)
+    if args.plot:
+        _plot(m, poses, args.plot, args.model)
+        print(f"wrote {args.plot}")
     if args.html:
         from mjx_lite import viewer
 
@@ -243,6 +249,38 @@ def cmd_simulate(args) -> int:
                                 title=pathlib.Path(args.model).name)
         print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB, {record} batch members)")
     return 0
+
+
+def _require_matplotlib():
+    if importlib.util.find_spec("matplotlib") is None:
+        raise OSError("--plot needs matplotlib: pip install 'mjx_lite[plots]'")
+
+
+def _plot(m, poses, path: str, title: str) -> None:
+    """Height of each moving body's origin over time, one panel per recorded batch member
+    (at most 4), saved as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed
+    import matplotlib.pyplot as plt
+
+    xpos = np.concatenate([p[0] for p in poses])  # (T, B, nbody, 3)
+    times = np.concatenate([p[2] for p in poses])
+    nplot = min(xpos.shape[1], 4)
+    fig, axes = plt.subplots(1, nplot, figsize=(4 * nplot, 3), squeeze=False, sharey=True)
+    names = dict(m.names).get("body", ()) if m.names else ()
+    for b, ax in enumerate(axes[0]):
+        for i in range(1, m.nbody):
+            ax.plot(times, xpos[:, b, i, 2], lw=1, label=names[i] if i < len(names) else str(i))
+        ax.set_title(f"batch member {b}")
+        ax.set_xlabel("time (s)")
+    axes[0, 0].set_ylabel("body height z (m)")
+    if m.nbody <= 12:
+        axes[0, -1].legend(fontsize=7)
+    fig.suptitle(pathlib.Path(title).name)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def _builtin_bench(argv) -> int:
@@ -306,6 +344,7 @@ def parser() -> argparse.ArgumentParser:
                      help="batch members stored in the viewer file (default 16)")
     sim.add_argument("--no-quantize", action="store_true",
                      help="store float32 poses in the viewer file (default int16)")
+    sim.add_argument("--plot", help="write a PNG of body heights over time (needs matplotlib)")
     sim.add_argument("--ctrl", choices=("random", "zero"), default="zero")
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--disable", default="",

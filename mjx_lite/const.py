@@ -81,6 +81,7 @@ def set_const(m: Model) -> Model:
         changes["stat"] = m.stat.replace(meaninertia=jp.asarray(1.0, dtype))
     if m.ntendon:
         changes["tendon_length0"] = d.ten_length
+        changes["tendon_lengthspring"] = _lengthspring(m, d.ten_length)
     if m.nu:
         changes["actuator_length0"] = d.actuator_length
     # reference poses as if every camera/light were fixed to its body (mode-independent)
@@ -105,3 +106,18 @@ def _com_ref(m: Model, kind: str) -> np.ndarray:
     target = np.asarray(getattr(m, f"{kind}_targetbodyid"))
     mode = np.asarray(getattr(m, f"{kind}_mode"))
     return np.where((mode >= 3) & (target >= 0), target, body)
+
+
+def _lengthspring(m: Model, length0):
+    """Spatial tendons' automatic spring length, the length at qpos_spring (tendon/spatial,
+    springlength = -1). The compiler leaves a wrapping tendon's row at its provisional
+    length0 (both entries); those rows get the wrapped length at qpos_spring."""
+    spring = jp.asarray(m.tendon_lengthspring)
+    spatial = np.asarray(m.tendon_type) != 0
+    prov = jp.asarray(m.tendon_length0)
+    auto = spatial & (spring[:, 0] == prov) & (spring[:, 1] == prov)
+    if not spatial.any():
+        return spring
+    d = make_data(m).replace(qpos=jp.asarray(m.qpos_spring))
+    d = smooth.tendon(m, smooth.com_pos(m, smooth.kinematics(m, d)))
+    return jp.where(auto[:, None], d.ten_length[:, None], spring)

@@ -54,7 +54,7 @@ def test_corpus_covers_every_class():
 @pytest.mark.parametrize("case", CASES)
 def test_mujoco_agrees(case):
     """The corpus is judged by MuJoCo 4.0 itself."""
-    mujoco = pytest.importorskip("mujoco")
+    import mujoco
     path = os.path.join(CORPUS, case)
     if case.startswith("unsupported_"):
         mujoco.MjModel.from_xml_path(path)  # valid MuJoCo 4.0
@@ -114,7 +114,7 @@ def test_string_include_from_assets():
 
 def _mujoco_agrees(xml: str, ok: bool) -> None:
     """The expectation is MuJoCo 4.0's: it loads ``xml`` exactly when ``ok``."""
-    mujoco = pytest.importorskip("mujoco")
+    import mujoco
     try:
         mujoco.MjModel.from_xml_string(xml)
         loaded = True
@@ -191,18 +191,23 @@ def test_meta_elements_accepted():
 
 
 def _valid_models():
+    """Every test-data model MuJoCo 4.0 compiles (two of the wheel's files it rejects)."""
+    import mujoco
+
     from conftest import GYM_ASSETS, MJX_TEST_DATA, MODELS_DIR
 
     paths = sorted(GYM_ASSETS.glob("*.xml")) + sorted(MJX_TEST_DATA.rglob("*.xml"))
-    return paths + sorted(MODELS_DIR.glob("*.xml"))
+    valid = []
+    for path in paths + sorted(MODELS_DIR.glob("*.xml")):
+        try:
+            mujoco.MjModel.from_xml_path(str(path))
+        except Exception:  # noqa: BLE001, S112 - not a valid MuJoCo 4.0 model: not test data
+            continue
+        valid.append(path)
+    return valid
 
 
 @pytest.mark.parametrize("path", _valid_models(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_valid_models_parse(path):
     """What MuJoCo 4.0 compiles, the parser (schema, includes, default classes) accepts."""
-    mujoco = pytest.importorskip("mujoco")
-    try:
-        mujoco.MjModel.from_xml_path(str(path))
-    except Exception:  # noqa: BLE001 - not a valid MuJoCo 4.0 model: nothing to check
-        pytest.skip("MuJoCo 4.0 rejects this file")
     parse.parse(path.read_bytes(), str(path), str(path.parent))

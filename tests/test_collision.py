@@ -434,23 +434,27 @@ def check_grad_finite(name):
     assert np.all(np.isfinite(np.asarray(grads))), (name, np.asarray(grads))
 
 
+# Collision bits keep the cylinder and the ellipsoid away from pair types without a collider
+# (capsule-cylinder, capsule-ellipsoid, cylinder-ellipsoid).
 SCENE_XML = """
 <mujoco>
   <worldbody>
-    <geom type="plane" size="5 5 1"/>
-    <body pos="0 0 0.15"><freejoint/><geom type="sphere" size="0.15"/></body>
-    <body pos="0.2 0.05 0.1"><freejoint/><geom type="sphere" size="0.12"/></body>
+    <geom type="plane" size="5 5 1" contype="7" conaffinity="7"/>
+    <body pos="0 0 0.15"><freejoint/><geom type="sphere" size="0.15" contype="7"
+      conaffinity="7"/></body>
+    <body pos="0.2 0.05 0.1"><freejoint/><geom type="sphere" size="0.12" contype="7"
+      conaffinity="7"/></body>
     <body pos="-0.15 0.1 0.12"><freejoint/><geom type="capsule" size="0.08 0.2" euler="80 0 0"/>
     </body>
-    <body pos="0.05 -0.2 0.1"><freejoint/><geom type="cylinder" size="0.1 0.1" euler="5 0 0"/>
-    </body>
-    <body pos="0.3 -0.2 0.05"><freejoint/><geom type="ellipsoid" size="0.1 0.2 0.06"/></body>
+    <body pos="0.05 -0.2 0.1"><freejoint/><geom type="cylinder" size="0.1 0.1" euler="5 0 0"
+      contype="2" conaffinity="2"/></body>
+    <body pos="0.3 -0.2 0.05"><freejoint/><geom type="ellipsoid" size="0.1 0.2 0.06"
+      contype="4" conaffinity="4"/></body>
   </worldbody>
 </mujoco>
 """
 
 
-@pytest.mark.filterwarnings("ignore:mjx_lite collision. no")
 def test_float32_matches_float64():
     mjm = mujoco.MjModel.from_xml_string(SCENE_XML)
     mjd = mujoco.MjData(mjm)

@@ -39,6 +39,10 @@ function pose(t, b, k, out) {
 
 // ---------------------------------------------------------------- scene
 const canvas = document.getElementById('view');
+if (hash.has('size')) {  // a fixed canvas size, so that separate browser runs project alike
+  const [w, h] = hash.get('size').split('x');
+  Object.assign(canvas.style, { width: `${w}px`, height: `${h}px`, right: 'auto', bottom: 'auto' });
+}
 const renderer = new THREE.WebGLRenderer({ canvas, antialias: true, preserveDrawingBuffer: true });
 renderer.setPixelRatio(window.devicePixelRatio || 1);
 const scene = new THREE.Scene();
