@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 import mjx_lite
-from mjx_lite import interop
 from mjx_lite.dataclasses import PyTreeNode
 
 from conftest import MODELS_DIR, REPO_ROOT
@@ -25,8 +24,7 @@ MODEL_FILES = sorted(p.name for p in MODELS_DIR.glob("*.xml"))
 
 
 def _load(name: str = "humanoid_like.xml") -> mjx_lite.Model:
-    # The interop path until mjx_lite.load_model lands; the lead switches this at integration.
-    return interop.model_from_mujoco(mujoco.MjModel.from_xml_path(str(MODELS_DIR / name)))
+    return mjx_lite.load_model(MODELS_DIR / name)
 
 
 def _assert_same(a, b, path: str = "") -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+import jax
 import jax.numpy as jp
 import numpy as np
 
@@ -39,6 +40,13 @@ _SOLVERS = {"pgs": SolverType.PGS, "cg": SolverType.CG, "newton": SolverType.NEW
 # Fields computed by set_const (the dynamics at qpos0); zero until it runs.
 CONST_FIELDS = ("dof_invweight0", "body_invweight0", "tendon_invweight0", "dof_M0",
                 "actuator_acc0")
+
+
+def to_device(value) -> jax.Array:
+    """A float array in jax's default float dtype (float64 under jax_enable_x64), converted
+    in numpy first: converting on the device would compile one XLA program per shape."""
+    dtype = jax.dtypes.canonicalize_dtype(np.float64)
+    return jax.device_put(np.asarray(value, dtype=np.float64).astype(dtype))
 
 
 def _compiler_settings(spec: Spec, ctx: Context) -> None:
@@ -237,7 +245,7 @@ def _option(spec: Spec) -> Option:
     if static["integrator"] == IntegratorType.DISCRETE:
         el = spec.root.find("option")[-1]
         raise el.error("unsupported: the discrete integrator is not implemented by mjx_lite")
-    return Option(**{k: jp.asarray(v, dtype=float) for k, v in values.items()}, **static)
+    return Option(**{k: to_device(v) for k, v in values.items()}, **static)
 
 
 def _sizes(spec: Spec) -> dict:
@@ -543,7 +551,7 @@ def _to_model(ctx: Context, spec: Spec, sizes: dict) -> Model:
         else:
             v = f[name]
             if field.type == "jax.Array":
-                values[name] = jp.asarray(np.asarray(v, dtype=float))
+                values[name] = to_device(v)
             elif field.type == "np.ndarray":
                 values[name] = np.asarray(v)
             else:
@@ -572,7 +580,7 @@ def _statistic(spec: Spec, f: dict) -> Statistic:
         for attr in values:
             if el.has(attr):
                 values[attr] = el.get(attr)
-    return Statistic(**{k: jp.asarray(np.asarray(v, dtype=float)) for k, v in values.items()})
+    return Statistic(**{k: to_device(v) for k, v in values.items()})
 
 
 def load_model_from_string(xml: str | bytes, assets: dict[str, bytes] | None = None,
