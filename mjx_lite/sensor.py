@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite import math, smooth
+from mjx_lite import math, smooth, tree
 from mjx_lite.types import (
     Data,
     DataType,
@@ -39,11 +39,6 @@ _FRAME_KINDS = (ObjType.BODY, ObjType.XBODY, ObjType.GEOM, ObjType.SITE, ObjType
 
 # ------------------------------------------------------------------------------------------
 # helpers
-
-
-def _ids(m: Model, stype: S, stage: Stage) -> np.ndarray:
-    typ = np.asarray(m.sensor_type)
-    return np.nonzero((typ == stype) & (np.asarray(m.sensor_needstage) == stage))[0]
 
 
 def _write(m: Model, data: jax.Array, ids: np.ndarray, values: jax.Array) -> jax.Array:
@@ -154,6 +149,8 @@ def _disabled(m: Model) -> bool:
 
 def _inside_site(m: Model, d: Data, ids: np.ndarray) -> jax.Array:
     """1 where the object's position is inside the site's shape (in the site frame)."""
+    if np.any(np.asarray(m.sensor_intprm)[ids, 0]):
+        raise NotImplementedError("insidesite with enclosed='true' is not implemented")
     objtype = np.asarray(m.sensor_objtype)[ids]
     objid = np.asarray(m.sensor_objid)[ids]
     site = np.asarray(m.sensor_refid)[ids]
@@ -237,8 +234,6 @@ def sensor_pos(m: Model, d: Data) -> Data:
             val = _inside_site(m, d, ids)
         elif stype == S.CLOCK:
             val = jp.broadcast_to(d.time, (ids.size,))
-        elif stype == S.E_POTENTIAL:
-            val = jp.broadcast_to(d.energy[0], (ids.size,))
         else:
             raise NotImplementedError(f"sensor type {S(stype).name} is not implemented")
         data = _write(m, data, ids, val)
@@ -306,8 +301,6 @@ def sensor_vel(m: Model, d: Data) -> Data:
             val = d.subtree_linvel[objid]
         elif stype == S.SUBTREEANGMOM:
             val = d.subtree_angmom[objid]
-        elif stype == S.E_KINETIC:
-            val = jp.broadcast_to(d.energy[1], (ids.size,))
         else:
             raise NotImplementedError(f"sensor type {S(stype).name} is not implemented")
         data = _write(m, data, ids, val)
@@ -318,16 +311,49 @@ def sensor_vel(m: Model, d: Data) -> Data:
 # acceleration stage
 
 
+def _cacc(m: Model, d: Data) -> jax.Array:
+    """Body com-based accelerations with gravity as a root acceleration, from qacc (the
+    cacc of mj_rnePostConstraint)."""
+    dtype = d.qvel.dtype
+    root = jp.zeros(6, dtype)
+    if not m.opt.disableflags & DisableBit.GRAVITY:
+        root = root.at[3:].set(-jp.asarray(m.opt.gravity, dtype))
+    acc = d.cdof_dot * d.qvel[:, None] + d.cdof * d.qacc[:, None]
+    local = jax.ops.segment_sum(acc, np.asarray(m.dof_bodyid), num_segments=m.nbody)
+    return tree.scan_down(m, lambda p, loc: p + loc, local, root)
+
+
+def _object_acc(m: Model, d: Data, cacc: jax.Array, pos: jax.Array, body: np.ndarray):
+    """World-frame [ang; lin] acceleration of points on bodies, the linear part including
+    the w x v term of a point moving with its body (mj_objectAcceleration)."""
+    root = np.asarray(m.body_rootid)[body]
+    vel = math.transform_motion(d.cvel[body], pos, d.subtree_com[root])
+    acc = math.transform_motion(cacc[body], pos, d.subtree_com[root])
+    return acc.at[:, 3:].add(jp.cross(vel[:, :3], vel[:, 3:]))
+
+
 def sensor_acc(m: Model, d: Data) -> Data:
-    """Acceleration/force-dependent sensors (mj_sensorAcc) that need no cacc / cfrc_int:
-    actuator, joint- and tendon-actuator forces and limit forces."""
+    """Acceleration/force-dependent sensors (mj_sensorAcc): accelerometer, framelinacc,
+    frameangacc, actuator / joint- and tendon-actuator forces and limit forces. Sensors that
+    need interaction forces (touch, force, torque, contact) are not implemented."""
     if _disabled(m):
         return d
     data = d.sensordata
     objid_all = np.asarray(m.sensor_objid)
-    for stype, ids in _sensor_ids(m, Stage.ACC).items():
+    groups = _sensor_ids(m, Stage.ACC)
+    acc_types = (S.ACCELEROMETER, S.FRAMELINACC, S.FRAMEANGACC)
+    cacc = _cacc(m, d) if any(t in groups for t in acc_types) else None
+    for stype, ids in groups.items():
         objid = objid_all[ids]
-        if stype == S.ACTUATORFRC:
+        if stype == S.ACCELEROMETER:
+            sb = np.asarray(m.site_bodyid)[objid]
+            acc = _object_acc(m, d, cacc, d.site_xpos[objid], sb)
+            val = jp.einsum("kji,kj->ki", d.site_xmat[objid], acc[:, 3:])
+        elif stype in (S.FRAMELINACC, S.FRAMEANGACC):
+            pos, _, _, body = _frames(m, d, np.asarray(m.sensor_objtype)[ids], objid)
+            acc = _object_acc(m, d, cacc, pos, body)
+            val = acc[:, 3:] if stype == S.FRAMELINACC else acc[:, :3]
+        elif stype == S.ACTUATORFRC:
             val = d.actuator_force[objid]
         elif stype == S.JOINTACTFRC:
             val = d.qfrc_actuator[np.asarray(m.jnt_dofadr)[objid]]

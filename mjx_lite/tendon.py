@@ -160,7 +160,8 @@ def _wrap_circle(end, sd, has_side, radius):
 
     # arc length: angle in [0, pi], flipped to the long way when the winding says so
     n0, n1 = _normalize_or_x(t0), _normalize_or_x(t1)
-    angle = jp.arccos(jp.clip(jp.sum(n0 * n1, -1), -1.0, 1.0))
+    # arctan2 rather than arccos: same angle, finite gradient at 0 and pi
+    angle = jp.arctan2(jp.abs(_cross2(n0, n1)), jp.sum(n0 * n1, -1))
     cross = t0[:, 1] * t1[:, 0] - t0[:, 0] * t1[:, 1]
     flip = ((cross > 0) & ~first) | ((cross < 0) & first)
     angle = jp.where(flip, 2.0 * jp.pi - angle, angle)
@@ -170,8 +171,11 @@ def _wrap_circle(end, sd, has_side, radius):
 
 
 def _angle2(a, b):
-    """Signed angle (-pi, pi] from 2D vector a to b about the origin."""
-    return jp.arctan2(_cross2(a, b), jp.sum(a * b, -1))
+    """Signed angle (-pi, pi] from 2D vector a to b about the origin (0 for a zero vector,
+    with a finite gradient)."""
+    y, x = _cross2(a, b), jp.sum(a * b, -1)
+    zero = (jp.abs(x) < math.MINVAL) & (jp.abs(y) < math.MINVAL)
+    return jp.where(zero, 0.0, jp.arctan2(jp.where(zero, 0.0, y), jp.where(zero, 1.0, x)))
 
 
 def _wrap_side(end, sd, radius):
@@ -246,7 +250,8 @@ def _wrap_inside(end, radius):
     cosg = (len0 * len0 + len1 * len1 - dd) / (2.0 * l0 * l1)
     nowrap = nowrap | (cosg < -1.0 + math.MINVAL)
     fallback = cosg > 1.0 - math.MINVAL
-    g = jp.arccos(jp.clip(cosg, -1.0, 1.0))
+    # |cosg| = 1 never reaches the solve (no wrap / fallback); keep its gradient finite
+    g = jp.arccos(jp.where(jp.abs(cosg) < 1.0, cosg, 0.0))
 
     def fun(z):
         return _asin(fa * z) + _asin(fb * z) - 2.0 * _asin(z) + g

@@ -30,7 +30,8 @@ SUPPORTED = {
     "framequat", "framexaxis", "frameyaxis", "framezaxis", "subtreecom", "clock",
     "insidesite", "velocimeter", "gyro", "jointvel", "tendonvel", "actuatorvel",
     "ballangvel", "framelinvel", "frameangvel", "subtreelinvel", "subtreeangmom",
-    "actuatorfrc", "jointactuatorfrc", "tendonactuatorfrc",
+    "actuatorfrc", "jointactuatorfrc", "tendonactuatorfrc", "accelerometer", "framelinacc",
+    "frameangacc",
 }
 
 KINDS = ("body", "xbody", "geom", "site", "camera")
@@ -49,6 +50,9 @@ def _frame_block() -> str:
             for r in KINDS:
                 lines.append(f'<{s} objtype="{k}" objname="{names[k]}" reftype="{r}" '
                              f'refname="{refs[r]}"/>')
+    for k in KINDS:
+        lines.append(f'<framelinacc objtype="{k}" objname="{names[k]}"/>')
+        lines.append(f'<frameangacc objtype="{k}" objname="{names[k]}"/>')
     return "\n".join(lines)
 
 
@@ -95,6 +99,7 @@ INLINE_XML = f"""
     {_frame_block()}
     <magnetometer site="s2"/>
     <velocimeter site="s2"/>
+    <accelerometer site="s2"/>
     <gyro site="s2" cutoff="0.5"/>
     <jointpos joint="h"/><jointpos joint="sl" cutoff="0.01"/>
     <jointvel joint="h" cutoff="0.2"/>
@@ -249,3 +254,54 @@ def test_sensor_acceptance():
         lines.append(f"{name}: " + ", ".join(f"{k} {v:.1e}" for k, v in sorted(per_type.items())))
         assert not _report(mjm, worst, RTOL), (name, _report(mjm, worst, RTOL))
     ACCEPTANCE_FILE.write_text("\n".join(lines) + "\n")
+
+
+LIMIT_XML = """
+<mujoco>
+  <option><flag contact="disable"/></option>
+  <worldbody>
+    <site name="w" pos="0 0 .5"/>
+    <body>
+      <joint name="h" type="hinge" range="-0.5 0.5" margin="0.1"/>
+      <geom size=".1" pos=".2 0 0"/>
+      <body pos=".3 0 0">
+        <joint name="h2" type="hinge" axis="0 1 0" range="-1 1"/>
+        <geom size=".1" pos=".2 0 0"/>
+        <site name="t" pos=".3 0 0"/>
+      </body>
+    </body>
+  </worldbody>
+  <tendon>
+    <spatial name="sp" limited="true" range="0 .6" margin=".05"><site site="w"/><site site="t"/>
+    </spatial>
+  </tendon>
+  <sensor>
+    <jointlimitpos joint="h"/><jointlimitvel joint="h"/><jointlimitfrc joint="h"/>
+    <jointlimitpos joint="h2"/><jointlimitvel joint="h2"/><jointlimitfrc joint="h2"/>
+    <tendonlimitpos tendon="sp"/><tendonlimitvel tendon="sp"/><tendonlimitfrc tendon="sp"/>
+  </sensor>
+</mujoco>
+"""
+
+
+def test_limit_sensors_from_constraint_rows():
+    """Joint/tendon limit sensors read the limit rows of our own forward pass (0 without)."""
+    import importlib
+
+    import mjx_lite
+
+    forward = importlib.import_module("mjx_lite.forward")
+    mjm = mujoco.MjModel.from_xml_string(LIMIT_XML)
+    mjd = mujoco.MjData(mjm)
+    m = mjx_lite.load_model_from_string(LIMIT_XML)
+    fn = jax.jit(lambda d: sensor.sensor_acc(
+        m, sensor.sensor_vel(m, sensor.sensor_pos(m, forward.forward(m, d)))))
+    for qpos in ([0.45, 0.95], [-0.3, 0.2], [0.55, -1.05], [0.0, 0.0]):
+        mujoco.mj_resetData(mjm, mjd)
+        mjd.qpos[:] = qpos
+        mjd.qvel[:] = (0.3, -0.2)
+        mujoco.mj_forward(mjm, mjd)
+        d = mjx_lite.make_data(m).replace(qpos=jp.asarray(qpos), qvel=jp.asarray([0.3, -0.2]))
+        ours = np.asarray(fn(d).sensordata)
+        err = np.abs(ours - mjd.sensordata) / (1.0 + np.abs(mjd.sensordata))
+        assert err.max() <= RTOL, (qpos, ours, mjd.sensordata)

@@ -160,7 +160,8 @@ def test_pulley_divisor(inline):
     assert float(ours.ten_length[t]) > straight  # the middle branch adds its half
 
 
-@pytest.mark.parametrize("name", ("pulley_site_wrap.xml", "tendon.xml"))
+@pytest.mark.parametrize("name", ("pulley_site_wrap.xml",
+                                  pytest.param("tendon.xml", marks=pytest.mark.acceptance)))
 def test_load_model_and_set_const(name):
     """Our compiler's model: lengths at qpos0 and qpos_spring (set_const) and the stage."""
     path = str(TENDON_DIR / name)
@@ -204,6 +205,8 @@ def test_grad_finite_at_degenerate():
     </worldbody><tendon>
       <spatial><site site="a"/><site site="b"/></spatial>
       <spatial><site site="a"/><geom geom="s"/><site site="c"/></spatial>
+      <spatial><site site="a"/><geom geom="s" sidesite="c"/><site site="b"/></spatial>
+      <spatial><site site="c"/><geom geom="s" sidesite="a"/><site site="b"/></spatial>
     </tendon></mujoco>"""
     m = mjx_lite.load_model_from_string(xml)
     fn = _stage(m)

@@ -14,6 +14,7 @@ body's centre of mass and rotation, plus armature on the diagonal.
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg import solve_triangular
 
 from mjx_lite.compiler.frames import quat_mul, quat_to_mat
 from mjx_lite.types import JointType, TrnType, WrapType
@@ -101,14 +102,14 @@ def constants(f: dict) -> dict:
     if nv == 0:
         out["meaninertia"] = 1.0
         return out
-    minv = inverse_like_mujoco(mass_matrix)
+    factor = MujocoFactor(mass_matrix)
     out["dof_M0"] = dof_m0
     out["meaninertia"] = float(np.diag(mass_matrix).mean())
-    dof_inv = _group_mean(f, np.diag(minv))
+    dof_inv = _group_mean(f, np.diag(factor.quad(np.eye(nv))))
     inv0 = np.zeros((nbody, 2))
     for b in range(1, nbody):
         jacp, jacr = jac[b]
-        inv0[b] = [np.trace(jacp @ minv @ jacp.T) / 3, np.trace(jacr @ minv @ jacr.T) / 3]
+        inv0[b] = [np.trace(factor.quad(jacp)) / 3, np.trace(factor.quad(jacr)) / 3]
         if f["body_simple"][b] == 2:
             # Slider-only simple bodies: MuJoCo 4.0 uses the bare mass (measured: armature
             # and the number of sliders do not enter).
@@ -118,30 +119,44 @@ def constants(f: dict) -> dict:
     out["body_invweight0"] = inv0
     out["dof_invweight0"] = dof_inv
     if f.get("ntendon", 0):
-        out["tendon_invweight0"] = np.einsum("ti,ij,tj->t", ten_jac, minv, ten_jac)
+        out["tendon_invweight0"] = np.diag(factor.quad(ten_jac))
     if f.get("nu", 0):
         moment = _actuator_moment(f, ten_jac, xpos, xmat, axes, anchor, lin)
-        acc = moment @ minv
+        acc = factor.solve(moment)
         out["actuator_acc0"] = np.sqrt((acc * acc).sum(1))
-        out["actuator_biasprm"] = _dampratio_to_kv(f, moment, minv)
+        out["actuator_biasprm"] = _dampratio_to_kv(f, moment, factor)
     return out
 
 
-def inverse_like_mujoco(mass_matrix: np.ndarray) -> np.ndarray:
-    """M^-1 through the factorization MuJoCo uses (L'DL from the last dof up), whose pivots
-    are clamped at 1e-15: a singular M gives MuJoCo's large finite values, not an error."""
-    n = len(mass_matrix)
-    rev = mass_matrix[::-1, ::-1].copy()
-    lower = np.eye(n)
-    d = np.zeros(n)
-    for j in range(n):
-        d[j] = rev[j, j] - (lower[j, :j] ** 2 * d[:j]).sum()
-        d[j] = max(d[j], _MINVAL)
-        for i in range(j + 1, n):
-            lower[i, j] = (rev[i, j] - (lower[i, :j] * lower[j, :j] * d[:j]).sum()) / d[j]
-    inv_lower = np.linalg.inv(lower)
-    inv = inv_lower.T @ np.diag(1.0 / d) @ inv_lower
-    return inv[::-1, ::-1]
+class MujocoFactor:
+    """M = L' D L as MuJoCo factors it (from the last dof up), pivots clamped at 1e-15, so a
+    singular M gives MuJoCo's large finite values rather than an error. Products go through
+    triangular solves, not an explicit inverse, which keeps J M^-1 J' accurate there too."""
+
+    def __init__(self, mass_matrix: np.ndarray):
+        n = len(mass_matrix)
+        rev = mass_matrix[::-1, ::-1]
+        lower, d = np.eye(n), np.zeros(n)
+        for j in range(n):
+            d[j] = max(rev[j, j] - (lower[j, :j] ** 2 * d[:j]).sum(), _MINVAL)
+            for i in range(j + 1, n):
+                lower[i, j] = (rev[i, j] - (lower[i, :j] * lower[j, :j] * d[:j]).sum()) / d[j]
+        self.lower, self.d = lower, d
+
+    def _half(self, rows: np.ndarray) -> np.ndarray:
+        # rows (k, nv) -> L^-1 applied to each row, in the reversed dof order
+        return solve_triangular(self.lower, rows[:, ::-1].T, lower=True, unit_diagonal=True)
+
+    def quad(self, rows: np.ndarray) -> np.ndarray:
+        """rows M^-1 rows' for rows of shape (k, nv)."""
+        z = self._half(np.atleast_2d(rows))
+        return z.T @ (z / self.d[:, None])
+
+    def solve(self, rows: np.ndarray) -> np.ndarray:
+        """M^-1 applied to each row of (k, nv)."""
+        z = self._half(np.atleast_2d(rows)) / self.d[:, None]
+        x = solve_triangular(self.lower.T, z, lower=False, unit_diagonal=True)
+        return x.T[:, ::-1]
 
 
 def _group_mean(f: dict, minv_diag: np.ndarray) -> np.ndarray:
@@ -216,7 +231,7 @@ def _actuator_moment(f, ten_jac, xpos, xmat, axes, anchor, lin) -> np.ndarray:
     return moment
 
 
-def _dampratio_to_kv(f, moment, minv) -> np.ndarray:
+def _dampratio_to_kv(f, moment, factor: MujocoFactor) -> np.ndarray:
     """Position-like actuators store a positive dampratio in biasprm[2] until here:
     kv = dampratio * 2 * sqrt(kp * m_eff), m_eff = 1 / (moment M^-1 moment')."""
     bias = np.array(f["actuator_biasprm"], dtype=float)
@@ -224,7 +239,7 @@ def _dampratio_to_kv(f, moment, minv) -> np.ndarray:
     for i in range(f["nu"]):
         kp = gain[i][0]
         if bias[i][2] > 0 and kp == -bias[i][1]:
-            denom = moment[i] @ minv @ moment[i]
+            denom = float(factor.quad(moment[i])[0, 0])
             mass = 1.0 / denom if denom > _MINVAL else 0.0
             bias[i][2] = -bias[i][2] * 2 * np.sqrt(kp * mass)
     return bias
