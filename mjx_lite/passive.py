@@ -138,8 +138,11 @@ def _damper(m: Model, d: Data) -> jax.Array:
         trn = np.asarray(m.actuator_trntype)
         tid = np.asarray(m.actuator_trnid)[:, 0]
         jtype = np.asarray(m.jnt_type)
-        jnt = np.nonzero((trn == TrnType.JOINT) & np.isin(
-            jtype[np.clip(tid, 0, None)], (JointType.HINGE, JointType.SLIDE)))[0]
+        on_joint = (trn == TrnType.JOINT) & (tid >= 0)
+        joint_of = np.where(on_joint, tid, 0)  # only read where on_joint
+        jnt = np.nonzero(on_joint & (m.njnt > 0) & np.isin(
+            jtype[joint_of] if m.njnt else np.zeros_like(tid),
+            (JointType.HINGE, JointType.SLIDE)))[0]
         g2 = m.actuator_gear[:, 0] ** 2
         if jnt.size:
             dof = np.asarray(m.jnt_dofadr)[tid[jnt]]
