@@ -53,6 +53,13 @@ def tree_depth(parentid: np.ndarray) -> np.ndarray:
     return depth
 
 
+def wrap_sideid(wrap_type: np.ndarray, wrap_prm: np.ndarray) -> np.ndarray:
+    """Side-site ids of sphere/cylinder wraps (MuJoCo keeps them in wrap_prm as floats), so
+    traced code can use them as static indices."""
+    geom_wrap = np.isin(wrap_type, (4, 5))  # mjWRAP_SPHERE, mjWRAP_CYLINDER
+    return np.where(geom_wrap, np.rint(wrap_prm), -1).astype(np.int32)
+
+
 def model_from_mujoco(mjm) -> Model:
     """Builds an mjx_lite Model from a ``mujoco.MjModel`` (float dtype follows jax_enable_x64)."""
     traced = _traced(Model)
@@ -86,6 +93,8 @@ def model_from_mujoco(mjm) -> Model:
             values[name] = tuple((k, _names(mjm, k)) for k in NAME_KINDS)
         elif name == "body_depth":
             values[name] = tree_depth(np.array(mjm.body_parentid))
+        elif name == "wrap_sideid":
+            values[name] = wrap_sideid(np.array(mjm.wrap_type), np.array(mjm.wrap_prm))
         elif name == "dof_depth":
             values[name] = tree_depth(np.array(mjm.body_parentid))[np.array(mjm.dof_bodyid)]
         elif name == "signature":

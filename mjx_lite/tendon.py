@@ -36,7 +36,6 @@ def _plan(m: Model) -> dict:
     """Static segment lists of all tendons, from the wrap arrays (numpy, once per trace)."""
     wtype = np.asarray(m.wrap_type)
     wobj = np.asarray(m.wrap_objid)
-    wprm = np.asarray(m.wrap_prm)
     adr, num = np.asarray(m.tendon_adr), np.asarray(m.tendon_num)
     jnt = ([], [], [])  # tendon, joint, wrap id
     sites = ([], [], [], [])  # tendon, site0, site1, divisor-wrap (-1: none)
@@ -68,8 +67,7 @@ def _plan(m: Model) -> dict:
                 j += 1
     as_int = lambda xs: tuple(np.asarray(x, dtype=np.int64) for x in xs)  # noqa: E731
     plan = {"jnt": as_int(jnt), "site": as_int(sites), "geom": as_int(geoms)}
-    plan["side"] = np.rint(wprm[plan["geom"][4]]).astype(np.int64) if len(plan["geom"][4]) \
-        else np.zeros(0, np.int64)
+    plan["side"] = np.asarray(m.wrap_sideid, dtype=np.int64)[plan["geom"][4]]
     return plan
 
 

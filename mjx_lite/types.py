@@ -649,6 +649,7 @@ class Model(PyTreeNode):
     names: tuple
     # compiler-derived static plans (not in mjModel)
     body_depth: np.ndarray  # (nbody,) depth in the kinematic tree, world = 0
+    wrap_sideid: np.ndarray  # (nwrap,) side site of a sphere/cylinder wrap (wrap_prm), or -1
     dof_depth: np.ndarray  # (nv,) depth of the dof's body
     signature: int
 

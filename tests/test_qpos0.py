@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import GYM_ASSETS, MJX_TEST_DATA
-from parity import assert_close
 
 import mjx_lite
 from mjx_lite.const import set_const
+
+from conftest import GYM_ASSETS, MJX_TEST_DATA
+from parity import assert_close
 
 FIELDS = ("dof_M0", "dof_invweight0", "body_invweight0", "tendon_invweight0", "actuator_acc0")
 
