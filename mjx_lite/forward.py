@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite import constraint, math, smooth, solver, tree
+from mjx_lite import constraint, math, sensor, smooth, solver, tree
 from mjx_lite.actuator import disabled_actuators, fwd_actuation, next_act
 from mjx_lite.collision.driver import collision
 from mjx_lite.passive import apply_ft, fluid, passive
@@ -84,19 +84,29 @@ def constraint_solve(m: Model, d: Data, *, loop: str = "fixed") -> Data:
 
 
 def forward(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") -> Data:
-    """Forward dynamics (mj_forward): every stage up to qacc.
+    """Forward dynamics (mj_forward): every stage up to qacc, and the sensors.
 
     ``loop="fixed"`` runs exactly ``opt.iterations`` solver iterations (reverse-mode AD at any
     count); ``"early_exit"`` stops at convergence (forward-only speed). ``adjoint`` selects the
     backward mode of the solve; only "unroll" exists yet.
     """
+    return _forward(m, d, loop=loop, adjoint=adjoint, sensors=True)
+
+
+def _forward(m: Model, d: Data, *, loop: str, adjoint: str, sensors: bool) -> Data:
+    # RK4's inner stages skip the sensors, as mj_forwardSkip does inside mj_RungeKutta.
     if adjoint != "unroll":
         raise NotImplementedError(f"adjoint={adjoint!r}: only 'unroll' is implemented")
     d = fwd_position(m, d)
+    if sensors:
+        d = sensor.sensor_pos(m, d)
     d = fwd_velocity(m, d)
+    if sensors:
+        d = sensor.sensor_vel(m, d)
     d = fwd_actuation(m, d)
     d = fwd_acceleration(m, d)
-    return constraint_solve(m, d, loop=loop)
+    d = constraint_solve(m, d, loop=loop)
+    return sensor.sensor_acc(m, d) if sensors else d
 
 
 # ------------------------------------------------------------------------------------------
@@ -324,7 +334,7 @@ def _rk4(m: Model, d: Data, loop: str, adjoint: str) -> Data:
             act=x0.act + h * (a[i] @ actds[:3]),
             time=x0.time + c[i] * h,
         )
-        di = forward(m, di, loop=loop, adjoint=adjoint)
+        di = _forward(m, di, loop=loop, adjoint=adjoint, sensors=False)
         k = di.qvel
         if rot.size:
             k = k.at[rot].set(_dexp_inv(-h * dvel[rot], di.qvel[rot]))
@@ -341,7 +351,7 @@ def _rk4(m: Model, d: Data, loop: str, adjoint: str) -> Data:
     dvel, dacc, dact = b @ ks, b @ accs, b @ actds
     # restore the initial state, then advance it with the weighted derivatives
     last = last.replace(qpos=x0.qpos, qvel=x0.qvel, act=x0.act, time=x0.time,
-                        qacc=dacc, qacc_warmstart=last.qacc)
+                        qacc=dacc, qacc_warmstart=last.qacc, sensordata=x0.sensordata)
     return _advance(m, last, dact, dacc, dvel)
 
 
