@@ -37,9 +37,6 @@ _INTEGRATORS = {"euler": IntegratorType.EULER, "rk4": IntegratorType.RK4,
                 "implicitfast": IntegratorType.IMPLICITFAST,
                 "discrete": IntegratorType.DISCRETE}
 _SOLVERS = {"pgs": SolverType.PGS, "cg": SolverType.CG, "newton": SolverType.NEWTON}
-# Fields computed by set_const (the dynamics at qpos0); zero until it runs.
-CONST_FIELDS = ("dof_invweight0", "body_invweight0", "tendon_invweight0", "dof_M0",
-                "actuator_acc0")
 
 
 def to_device(value) -> jax.Array:
@@ -562,6 +559,7 @@ def _to_model(ctx: Context, spec: Spec, sizes: dict) -> Model:
 
 
 def _const_placeholder(name: str, f: dict):
+    """Zeros for the qpos0 constants when set_const (JAX) will compute them; else an error."""
     shapes = {"dof_invweight0": (f["nv"],), "body_invweight0": (f["nbody"], 2),
               "dof_M0": (f["nv"],),
               "tendon_invweight0": (f.get("ntendon", 0),),
