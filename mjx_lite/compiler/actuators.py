@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from mjx_lite.compiler import build
 from mjx_lite.compiler.context import Context
 from mjx_lite.compiler.parse import Element, convert
 from mjx_lite.compiler.schema import SCHEMA
@@ -318,21 +319,12 @@ def _limited(ctx: Context, rec: _Record, el: Element, flag: str, rng: str) -> bo
 
 
 def user_array(ctx: Context, kind: str, users: list, elements: list) -> np.ndarray:
-    """(n, nuser_kind) user parameters; size/nuser_kind = -1 infers the longest (CUser)."""
+    """(n, nuser_kind) user parameters, with size/nuser_kind read from the spec (CUser)."""
     nuser = -1
     for size in ctx.spec.root.find("size"):
         if size.has(f"nuser_{kind}"):
             nuser = size.get(f"nuser_{kind}")
-    width = max((u.size for u in users if u is not None), default=0) if nuser < 0 else nuser
-    out = np.zeros((len(users), width))
-    for i, u in enumerate(users):
-        if u is None:
-            continue
-        if u.size > width:
-            raise elements[i].error(f"attribute 'user' has {u.size} values, more than "
-                                    f"nuser_{kind} = {width}")
-        out[i, : u.size] = u
-    return out
+    return build.user_array(users, elements, nuser, kind)
 
 
 def _transmission(ctx: Context, rec: _Record, el: Element) -> tuple[int, int, int]:

@@ -331,7 +331,7 @@ def _body_fields(tb, f: dict, sizes: dict) -> dict:
         body_quat=np.array(tb.body["quat"]).reshape(nbody, 4),
         body_subtreemass=subtree, body_mocapid=mocapid, nmocap=int(mocap.sum()),
         body_sameframe=sameframe, body_gravcomp=gravcomp, ngravcomp=int((gravcomp > 0).sum()),
-        body_user=build._user_array(tb.body["user"], tb.body["el"], sizes["nuser_body"], "body"),
+        body_user=build.user_array(tb.body["user"], tb.body["el"], sizes["nuser_body"], "body"),
         body_simple=simple,
     )
 
@@ -423,7 +423,7 @@ def _site_fields(tb, f: dict, sizes: dict) -> dict:
         site_sameframe=sameframe, site_size=col("size", float, (3,)), site_pos=pos,
         site_quat=quat, site_rgba=col("rgba", np.float32, (4,)),
         site_dataid=np.full(n, -1, dtype=np.int32),
-        site_user=build._user_array([i["user"] for i in s], tb.ctx.elements.get("site", []),
+        site_user=build.user_array([i["user"] for i in s], tb.ctx.elements.get("site", []),
                                     sizes["nuser_site"], "site"),
     ) | _geom_sameframe(tb, f)
 
@@ -490,7 +490,7 @@ def _camera_light_fields(tb, f: dict, sizes: dict) -> dict:
                 cam_resolution=np.array([i["resolution"] for i in items],
                                         dtype=np.int32).reshape(n, 2),
                 cam_projection=np.array([i["projection"] for i in items], dtype=np.int32),
-                cam_user=build._user_array([i["user"] for i in items],
+                cam_user=build.user_array([i["user"] for i in items],
                                            [i["el"] for i in items], sizes["nuser_cam"], "cam"),
             )
         else:

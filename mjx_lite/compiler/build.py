@@ -346,7 +346,7 @@ class TreeBuilder:
         ))
 
 
-def _user_array(values: list, el_list: list, nuser: int, what: str) -> np.ndarray:
+def user_array(values: list, el_list: list, nuser: int, what: str) -> np.ndarray:
     """Stacks user arrays; nuser = -1 infers the longest (seed F0:600, size/nuser_*)."""
     lengths = [0 if v is None else len(np.atleast_1d(v)) for v in values]
     width = max(lengths, default=0) if nuser < 0 else nuser
@@ -356,7 +356,8 @@ def _user_array(values: list, el_list: list, nuser: int, what: str) -> np.ndarra
             continue
         v = np.atleast_1d(v)
         if len(v) > width:
-            raise el_list[i].error(f"user has more values than nuser_{what} = {width}")
+            raise el_list[i].error(f"attribute 'user' has {len(v)} values, more than "
+                                   f"nuser_{what} = {width}")
         out[i, : len(v)] = v
     return out
 
@@ -418,7 +419,7 @@ def joint_dof_fields(tb: TreeBuilder) -> dict:
     f["jnt_actfrcrange"] = col("actfrcrange", (2,))
     f["jnt_margin"] = col("margin")
     f["jnt_actuatorid"] = np.full(len(jnt), -1, dtype=np.int32)
-    f["jnt_user"] = _user_array([i["user"] for i in jnt], ctx.elements.get("jnt", []),
+    f["jnt_user"] = user_array([i["user"] for i in jnt], ctx.elements.get("jnt", []),
                                 tb.nuser["jnt"], "jnt")
     # dofs
     dof_jnt = np.array(dof_jntid, dtype=np.int32)
@@ -659,7 +660,7 @@ def geom_fields(tb: TreeBuilder, nbody: int) -> dict:
         geom_surfacevel=col("surfacevel", float, (6,)), geom_castshadow=col("castshadow", bool),
         geom_rbound=np.array([b[0] for b in bounds], dtype=float).reshape(n),
         geom_aabb=np.array([b[1] for b in bounds], dtype=float).reshape(n, 6),
-        geom_user=_user_array([i["user"] for i in g], tb.ctx.elements.get("geom", []),
+        geom_user=user_array([i["user"] for i in g], tb.ctx.elements.get("geom", []),
                               tb.nuser["geom"], "geom"),
     )
     geomnum = np.zeros(nbody, dtype=np.int32)
