@@ -6,7 +6,8 @@
 For each model it prints: MJCF compile seconds (mjx_lite's own compiler vs mujoco's), and per
 batch size the jit seconds and steps/s of a jitted, vmapped ``step`` rolled out with
 ``lax.scan`` for mjx_lite and MJX, and single-thread steps/s of MuJoCo C (``mj_step`` in a
-loop, batch 1 only: a batch of B costs B times as much on one thread). float32 unless --x64.
+loop, batch 1 only: a batch of B costs B times as much on one thread), then the timings of
+the two factorizations of M (tree-sparse L'DL vs dense Cholesky). float32 unless --x64.
 Results go to stdout and to benchmarks/results/<device>.md.
 """
 
@@ -34,6 +35,12 @@ def _model_path(name: str) -> pathlib.Path:
     spec = importlib.util.find_spec("gymnasium")
     gym = pathlib.Path(next(iter(spec.submodule_search_locations))) / "envs/mujoco/assets"
     return gym / f"{name}.xml"
+
+
+def _factor_choice() -> str:
+    from mjx_lite import smooth
+
+    return smooth.FACTOR
 
 
 def _time(fn, *args):
@@ -118,6 +125,36 @@ def bench_mujoco_c(path, disable: int, nsteps: int) -> dict:
     return {"steps_per_s": n / (time.perf_counter() - t0)}
 
 
+def bench_factor(path, batch: int = 256, reps: int = 50) -> dict:
+    """factor_m + solve_m at qpos0: MuJoCo's tree-sparse L'DL (unrolled over dofs) vs one
+    dense Cholesky (smooth.FACTOR chooses; both give the same qLD), single call and vmapped."""
+    import jax.numpy as jp
+
+    import mjx_lite
+    from mjx_lite import smooth
+
+    m = mjx_lite.load_model(path)
+    d = mjx_lite.make_data(m)
+    qm = smooth.crb(m, smooth.com_pos(m, smooth.kinematics(m, d))).qM
+    rhs = jp.ones(m.nv, qm.dtype)
+    qms = jp.broadcast_to(qm, (batch,) + qm.shape)
+    out = {"nv": m.nv}
+    methods = {"tree-sparse": lambda q: smooth.factor_m_ltdl(m, q),
+               "dense": smooth.factor_m_dense}
+    for name, factor in methods.items():
+        def solve(q, factor=factor):
+            return smooth.solve_ltdl(*factor(q), rhs)
+
+        for label, fn, arg in (("single", jax.jit(solve), qm),
+                               (f"vmap{batch}", jax.jit(jax.vmap(solve)), qms)):
+            jax.block_until_ready(fn(arg))
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                jax.block_until_ready(fn(arg))
+            out[(name, label)] = (time.perf_counter() - t0) / reps * 1e6
+    return out
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=["ant", "humanoid"])
@@ -127,6 +164,8 @@ def main(argv=None) -> None:
                         help="comma-separated disable flags applied to every engine ('' = none)")
     parser.add_argument("--x64", action="store_true", help="float64 (default float32)")
     parser.add_argument("--no-mjx", action="store_true")
+    parser.add_argument("--no-factor", action="store_true",
+                        help="skip the tree-sparse vs dense factorization timings")
     args = parser.parse_args(argv)
     if args.x64:
         jax.config.update("jax_enable_x64", True)
@@ -163,6 +202,15 @@ def main(argv=None) -> None:
                     lines.append(f"| {name} | {engine} | {load} | {b} | {r['jit_s']:.2f} | "
                                  f"{r['steps_per_s']:.0f} |")
         print("\n".join(lines[-(len(args.batches) * 2 + 1):]), flush=True)
+    if not args.no_factor:
+        lines += ["", f"factor_m + solve_m, one right-hand side, microseconds per call "
+                  f"(smooth.FACTOR = {_factor_choice()!r} is used by step)", "",
+                  "| model | nv | method | single | vmap 256 |", "|---|---|---|---|---|"]
+        for name in args.models:
+            res = bench_factor(_model_path(name))
+            for method in ("tree-sparse", "dense"):
+                lines.append(f"| {name} | {res['nv']} | {method} | "
+                             f"{res[(method, 'single')]:.0f} | {res[(method, 'vmap256')]:.0f} |")
     out_dir = ROOT / "benchmarks" / "results"
     out_dir.mkdir(exist_ok=True)
     out = out_dir / f"{device.platform}_{'x64' if args.x64 else 'x32'}.md"

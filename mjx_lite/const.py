@@ -13,7 +13,7 @@ import numpy as np
 
 from mjx_lite import math, smooth, tree
 from mjx_lite.io import make_data
-from mjx_lite.types import JointType, Model
+from mjx_lite.types import GeomType, JointType, Model
 
 _MINVAL = 1e-15  # mjMINVAL
 
@@ -31,8 +31,11 @@ def _dof_invweight0(m: Model, minv_diag):
     return jp.asarray(avg) @ minv_diag
 
 
-def set_const(m: Model) -> Model:
-    """Returns m with the qpos0 constants recomputed (mj_setConst)."""
+def set_const(m: Model, *, meaninertia: bool = False) -> Model:
+    """Returns m with the qpos0 constants recomputed (mj_setConst).
+
+    MuJoCo 4.0's mj_setConst leaves ``stat.meaninertia`` as compiled (measured), so this does
+    too unless ``meaninertia=True`` (the compiler's path: the mean diagonal of M at qpos0)."""
     # subtree masses first: subtree_com (and so cdof, M) depends on them
     m = m.replace(body_subtreemass=tree.scan_up(m, jp.asarray(m.body_mass)))
     d = make_data(m)
@@ -40,8 +43,9 @@ def set_const(m: Model) -> Model:
     d = smooth.com_pos(m, d)
     d = smooth.tendon(m, d)
     d = smooth.crb(m, d)
-    d = smooth.factor_m(m, d)
-    d = smooth.transmission(m, d)
+    # mj_setConst's factorization clamps tiny pivots (singular M stays finite)
+    qld, dinv = smooth.factor_m_ltdl(m, d.qM, min_pivot=_MINVAL) if m.nv else (d.qLD, d.qLDiagInv)
+    d = smooth.transmission(m, d.replace(qLD=qld, qLDiagInv=dinv))
     nv = m.nv
     dtype = d.qpos.dtype
     minv = smooth.solve_m(m, d, jp.eye(nv, dtype=dtype)) if nv else jp.zeros((0, 0), dtype)
@@ -53,7 +57,8 @@ def set_const(m: Model) -> Model:
             if m.ntendon else 0.0
         changes["dof_M0"] = diag_m - tendon_arm
         dof_inv = _dof_invweight0(m, jp.diag(minv))
-        changes["stat"] = m.stat.replace(meaninertia=jp.mean(diag_m))
+        if meaninertia:
+            changes["stat"] = m.stat.replace(meaninertia=jp.mean(diag_m))
 
         # body: translational and rotational blocks of J M^-1 J' at the body's com
         bodies = np.arange(m.nbody)
@@ -77,7 +82,7 @@ def set_const(m: Model) -> Model:
         if m.nu:
             acc = d.actuator_moment @ minv  # rows: M^-1 moment_i
             changes["actuator_acc0"] = jp.sqrt(jp.sum(acc * acc, axis=1))
-    else:
+    elif meaninertia:
         changes["stat"] = m.stat.replace(meaninertia=jp.asarray(1.0, dtype))
     if m.ntendon:
         changes["tendon_length0"] = d.ten_length
@@ -97,7 +102,49 @@ def set_const(m: Model) -> Model:
         changes["light_pos0"] = pos0
         changes["light_poscom0"] = d.xpos[body] + pos0 - d.subtree_com[_com_ref(m, "light")]
         changes["light_dir0"] = jp.einsum("kij,kj->ki", d.xmat[body], m.light_dir)
+    if m.ngeom:
+        changes.update(_geom_bounds(m))
     return m.replace(**changes)
+
+
+def _geom_bounds(m: Model) -> dict:
+    """geom_rbound and geom_aabb (centre, half sizes, geom frame) from geom_size, and the
+    size of height-field geoms from hfield_size, which MuJoCo 4.0's mj_setConst rewrites
+    (measured: it rewrites them after geom_size changes). Mesh bounds come from the mesh
+    and stay as compiled."""
+    gtype = np.asarray(m.geom_type)
+    s = jp.asarray(m.geom_size)
+    zero = jp.zeros_like(s[:, 0])
+    if m.nhfield:
+        hs = jp.asarray(m.hfield_size)[np.clip(np.asarray(m.geom_dataid), 0, None)]
+        is_hf = (gtype == GeomType.HFIELD)[:, None]
+        s = jp.where(is_hf, jp.stack([hs[:, 0], hs[:, 1], 0.25 * hs[:, 2] + 0.5 * hs[:, 3]],
+                                     axis=1), s)
+    else:
+        hs = jp.zeros((s.shape[0], 4), s.dtype)
+    r0, r1, r2 = s[:, 0], s[:, 1], s[:, 2]
+    hf_centre = (hs[:, 2] - hs[:, 3]) / 2
+    hf_half = (hs[:, 2] + hs[:, 3]) / 2
+    per_type = {  # type: (rbound, centre z, half sizes)
+        GeomType.SPHERE: (r0, zero, (r0, r0, r0)),
+        GeomType.CAPSULE: (r0 + r1, zero, (r0, r0, r0 + r1)),
+        GeomType.ELLIPSOID: (jp.maximum(jp.maximum(r0, r1), r2), zero, (r0, r1, r2)),
+        GeomType.CYLINDER: (jp.sqrt(r0 * r0 + r1 * r1), zero, (r0, r0, r1)),
+        GeomType.BOX: (jp.sqrt(r0 * r0 + r1 * r1 + r2 * r2), zero, (r0, r1, r2)),
+        GeomType.HFIELD: (jp.sqrt(hs[:, 0] ** 2 + hs[:, 1] ** 2 + (jp.abs(hf_centre) +
+                                                                   hf_half) ** 2),
+                          hf_centre, (hs[:, 0], hs[:, 1], hf_half)),
+    }
+    rbound = jp.asarray(m.geom_rbound)
+    aabb = jp.asarray(m.geom_aabb)
+    for t, (rb, cz, half) in per_type.items():
+        sel = gtype == t
+        if not sel.any():
+            continue
+        box = jp.stack([zero, zero, cz, *half], axis=1)
+        rbound = jp.where(sel, rb, rbound)
+        aabb = jp.where(sel[:, None], box, aabb)
+    return {"geom_size": s, "geom_rbound": rbound, "geom_aabb": aabb}
 
 
 def _com_ref(m: Model, kind: str) -> np.ndarray:

@@ -451,8 +451,10 @@ def _contact(m: Model, d: Data, p: RowPlan, con, dtype):
         margin = jp.broadcast_to(con.includemargin[:, None], (n, w))
         ctype = jp.where(dim > 1, CONTACT_PYRAMIDAL, CONTACT_FRICTIONLESS)
         kzero = jp.zeros((n, w), bool)
-    # MuJoCo skips a contact whose Jacobian is empty (both geoms on static bodies)
-    nonempty = jp.any(jc[:, 0] != 0, axis=-1)
+    # MuJoCo skips a contact between bodies that no dof moves (a structural test: a contact
+    # whose normal Jacobian is zero at this pose, e.g. a slider on a floor, keeps its rows)
+    moves = jp.asarray(tree.body_dof_mask(m).any(axis=1))
+    nonempty = moves[b1] | moves[b2]
     active = contact_active(con) & nonempty
     rowmask = active[:, None] & (j[None] < nrow[:, None])
     out.update(

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite import constraint, math, sensor, smooth, solver, tree
+from mjx_lite import constraint, math, sensor, smooth, solver, support, tree
 from mjx_lite.actuator import disabled_actuators, fwd_actuation, next_act
 from mjx_lite.collision.driver import collision
 from mjx_lite.passive import apply_ft, fluid, passive
@@ -78,9 +78,9 @@ def fwd_acceleration(m: Model, d: Data) -> Data:
     return d.replace(qfrc_smooth=qfrc, qacc_smooth=smooth.solve_m(m, d, qfrc))
 
 
-def constraint_solve(m: Model, d: Data, *, loop: str = "fixed") -> Data:
+def constraint_solve(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") -> Data:
     """The constraint solver (Newton, CG or PGS as m.opt.solver says) -> qacc."""
-    return solver.solve(m, d, loop=loop)
+    return solver.solve(m, d, loop=loop, adjoint=adjoint)
 
 
 def forward(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") -> Data:
@@ -88,24 +88,30 @@ def forward(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") 
 
     ``loop="fixed"`` runs exactly ``opt.iterations`` solver iterations (reverse-mode AD at any
     count); ``"early_exit"`` stops at convergence (forward-only speed). ``adjoint`` selects the
-    backward mode of the solve; only "unroll" exists yet.
+    backward mode of the solve: "unroll" (through the iterations) or "implicit" (the optimality
+    condition at the solution, see ``solver.solve``).
     """
     return _forward(m, d, loop=loop, adjoint=adjoint, sensors=True)
 
 
 def _forward(m: Model, d: Data, *, loop: str, adjoint: str, sensors: bool) -> Data:
     # RK4's inner stages skip the sensors, as mj_forwardSkip does inside mj_RungeKutta.
-    if adjoint != "unroll":
-        raise NotImplementedError(f"adjoint={adjoint!r}: only 'unroll' is implemented")
     d = fwd_position(m, d)
     if sensors:
         d = sensor.sensor_pos(m, d)
+    if sensor.energy_enabled(m):  # mj_energyPos / mj_energyVel, with or without sensors
+        d = sensor.energy_pos(m, d)
     d = fwd_velocity(m, d)
     if sensors:
         d = sensor.sensor_vel(m, d)
+    if sensor.energy_enabled(m):
+        d = sensor.energy_vel(m, d)
     d = fwd_actuation(m, d)
     d = fwd_acceleration(m, d)
-    d = constraint_solve(m, d, loop=loop)
+    d = constraint_solve(m, d, loop=loop, adjoint=adjoint)
+    if sensors and smooth.needs_rne_post(m):
+        # as mj_sensorAcc: cacc / cfrc_* only when a sensor needs them
+        d = smooth.rne_post_constraint(m, d)
     return sensor.sensor_acc(m, d) if sensors else d
 
 
@@ -166,8 +172,11 @@ def _euler_damping(m: Model, d: Data) -> jax.Array:
         trn = np.asarray(m.actuator_trntype)
         tid = np.asarray(m.actuator_trnid)[:, 0]
         jtype = np.asarray(m.jnt_type)
-        sel = np.nonzero((trn == TrnType.JOINT) & np.isin(
-            jtype[np.clip(tid, 0, None)], (JointType.HINGE, JointType.SLIDE)))[0]
+        # trnid is a site, tendon or body id for other transmissions: index joints only
+        is_joint = trn == TrnType.JOINT
+        joint_of = np.where(is_joint, tid, 0)
+        sel = np.nonzero(is_joint & np.isin(
+            jtype[joint_of], (JointType.HINGE, JointType.SLIDE)))[0]
         if sel.size:
             dof = np.asarray(m.jnt_dofadr)[tid[sel]]
             vs = v[dof]
@@ -371,8 +380,13 @@ def integrate(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll"
 
 
 def step(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") -> Data:
-    """One simulation step (mj_step): forward, then integrate."""
-    return integrate(m, forward(m, d, loop=loop, adjoint=adjoint), loop=loop, adjoint=adjoint)
+    """One simulation step (mj_step): divergence checks of qpos and qvel, forward, the check
+    of qacc, then integrate (see ``support.check_acc`` for the one difference on a reset)."""
+    d = support.check_vel(m, support.check_pos(m, d))
+    d = forward(m, d, loop=loop, adjoint=adjoint)
+    bad_acc = support.is_bad(d.qacc)
+    d = integrate(m, d, loop=loop, adjoint=adjoint)
+    return support.check_acc(m, d, bad_acc)
 
 
 def inverse(m: Model, d: Data) -> Data:

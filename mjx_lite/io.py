@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jp
 import numpy as np
 
@@ -10,7 +11,7 @@ from mjx_lite.collision.types import Contact
 from mjx_lite.constraint import nefc_budget
 from mjx_lite.types import Data, Model
 
-_N_WARNING = 8
+_N_WARNING = 7  # mjNWARNING in MuJoCo 4.0 (mjWARN_VGEOMFULL is gone)
 
 
 def make_data(m: Model) -> Data:
@@ -112,3 +113,35 @@ def make_data(m: Model) -> Data:
         efc_state=jp.zeros(nefc, dtype=jp.int32),
         efc_active=jp.zeros(nefc, dtype=bool),
     )
+
+
+def reset_keyframe(m: Model, key) -> Data:
+    """Data reset to keyframe ``key`` (mj_resetDataKeyframe): make_data, then the keyframe's
+    time, qpos, qvel, act, ctrl and mocap poses. ``key`` may be traced (e.g. drawn per env)."""
+    if m.nkey == 0:
+        raise ValueError("reset_keyframe: the model has no keyframes")
+    if isinstance(key, (int, np.integer)) and not 0 <= key < m.nkey:
+        raise ValueError(f"reset_keyframe: key {key} out of range [0, {m.nkey})")
+    d = make_data(m)
+    dtype = d.qpos.dtype
+    take = lambda field: jp.asarray(field, dtype)[key]  # noqa: E731
+    return d.replace(
+        time=take(m.key_time), qpos=take(m.key_qpos), qvel=take(m.key_qvel),
+        act=take(m.key_act), ctrl=take(m.key_ctrl),
+        mocap_pos=take(m.key_mpos).reshape(m.nmocap, 3),
+        mocap_quat=take(m.key_mquat).reshape(m.nmocap, 4))
+
+
+def where(mask, on_true, on_false):
+    """Per-environment select between two batched pytrees (Data, or an env State).
+
+    ``mask`` has the batch shape (B,) (or is a scalar); each leaf of shape (B, ...) takes
+    ``on_true`` where mask is set: the batched reset of an autoreset wrapper.
+    """
+    mask = jp.asarray(mask)
+
+    def pick(a, b):
+        m = mask.reshape(mask.shape + (1,) * (jp.ndim(a) - mask.ndim))
+        return jp.where(m, a, b)
+
+    return jax.tree.map(pick, on_true, on_false)

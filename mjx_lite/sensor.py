@@ -17,11 +17,14 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import math, smooth, tree
+from mjx_lite.passive import quat_sub
 from mjx_lite.types import (
     Data,
     DataType,
     DisableBit,
+    EnableBit,
     GeomType,
+    JointType,
     Model,
     ObjType,
     Stage,
@@ -144,6 +147,214 @@ def _disabled(m: Model) -> bool:
 
 
 # ------------------------------------------------------------------------------------------
+# energy (XML reference, option/flag "energy"; sensors e_potential, e_kinetic)
+
+
+def _spring_energy(x, k, poly):
+    """Integral of the polynomial spring force f(x) = k x + b x^2 + c x^3 (passive.py)."""
+    return x * x * (0.5 * k + x * (poly[..., 0] / 3.0 + x * poly[..., 1] / 4.0))
+
+
+def potential_energy(m: Model, d: Data) -> jax.Array:
+    """Gravity (-sum m_b g . xipos_b) plus the energy stored in joint and tendon springs
+    (mj_energyPos); ball and free rotations use the norm of the rotation vector."""
+    dtype = d.qpos.dtype
+    e = jp.zeros((), dtype)
+    if not m.opt.disableflags & DisableBit.GRAVITY and m.nbody > 1:
+        g = jp.asarray(m.opt.gravity, dtype)
+        e = e - jp.sum(jp.asarray(m.body_mass)[1:] * (d.xipos[1:] @ g))
+    if m.opt.disableflags & DisableBit.SPRING:
+        return e
+    jtype = np.asarray(m.jnt_type)
+    qadr = np.asarray(m.jnt_qposadr)
+    k, poly = jp.asarray(m.jnt_stiffness), jp.asarray(m.jnt_stiffnesspoly)
+    spring = jp.asarray(m.qpos_spring)
+    scalar = np.nonzero((jtype == JointType.HINGE) | (jtype == JointType.SLIDE))[0]
+    if scalar.size:
+        x = d.qpos[qadr[scalar]] - spring[qadr[scalar]]
+        e = e + jp.sum(_spring_energy(x, k[scalar], poly[scalar]))
+    free = np.nonzero(jtype == JointType.FREE)[0]
+    if free.size:
+        qi = qadr[free][:, None] + np.arange(3)
+        x = math.safe_norm(d.qpos[qi] - spring[qi], axis=-1)
+        e = e + jp.sum(_spring_energy(x, k[free], poly[free]))
+    rot = np.nonzero((jtype == JointType.BALL) | (jtype == JointType.FREE))[0]
+    if rot.size:
+        qi = qadr[rot][:, None] + np.where(jtype[rot] == JointType.FREE, 3, 0)[:, None] + \
+            np.arange(4)
+        dif = quat_sub(math.quat_normalize(d.qpos[qi]), spring[qi])
+        x = math.safe_norm(dif, axis=-1)
+        e = e + jp.sum(_spring_energy(x, k[rot], poly[rot]))
+    if m.ntendon:
+        lower, upper = m.tendon_lengthspring[:, 0], m.tendon_lengthspring[:, 1]
+        x = jp.where(d.ten_length < lower, d.ten_length - lower, 0.0)
+        x = jp.where(d.ten_length > upper, d.ten_length - upper, x)
+        e = e + jp.sum(_spring_energy(x, jp.asarray(m.tendon_stiffness),
+                                      jp.asarray(m.tendon_stiffnesspoly)))
+    return e
+
+
+def kinetic_energy(m: Model, d: Data) -> jax.Array:
+    """0.5 qvel' M qvel (mj_energyVel), the current value. (MuJoCo 4.0's e_kinetic sensor
+    with the energy flag repeats the previous forward's energy[1] once its never-cleared
+    ``flg_energyvel`` is set; that staleness is not reproduced.)"""
+    return 0.5 * d.qvel @ smooth.mul_m(m, d, d.qvel)
+
+
+def energy_enabled(m: Model) -> bool:
+    return bool(m.opt.enableflags & EnableBit.ENERGY)
+
+
+def energy_pos(m: Model, d: Data) -> Data:
+    """d.energy[0] (position stage, after the position sensors, with the energy flag)."""
+    return d.replace(energy=d.energy.at[0].set(potential_energy(m, d)))
+
+
+def energy_vel(m: Model, d: Data) -> Data:
+    """d.energy[1] (velocity stage, after the velocity sensors, with the energy flag)."""
+    return d.replace(energy=d.energy.at[1].set(kinetic_energy(m, d)))
+
+
+# ------------------------------------------------------------------------------------------
+# collision sensors (XML reference, "Collision sensors": distance, normal, fromto)
+
+
+def _sensor_geoms(m: Model, objtype: int, objid: int) -> np.ndarray:
+    if objtype == ObjType.GEOM:
+        return np.array([objid])
+    adr, num = int(m.body_geomadr[objid]), int(m.body_geomnum[objid])
+    return np.arange(adr, adr + num) if num > 0 else np.zeros(0, np.int64)
+
+
+def _geom_distance(m: Model, d: Data, ids: np.ndarray):
+    """(dist, fromto) of each sensor: the smallest signed distance over its geom pairs
+    (mj_geomDistance with distmax = cutoff; distmax and a zero fromto if none is closer).
+
+    One vmapped collider call per geom-type key over every pair of every sensor; a pair is
+    run in type order and its fromto swapped back when the sensor names it the other way.
+    """
+    from mjx_lite.collision import driver  # collision imports smooth; keep sensor light
+
+    dtype = d.geom_xpos.dtype
+    gtype = np.asarray(m.geom_type)
+    sens, ga, gb = [], [], []
+    for k, i in enumerate(ids):
+        g1 = _sensor_geoms(m, int(m.sensor_objtype[i]), int(m.sensor_objid[i]))
+        g2 = _sensor_geoms(m, int(m.sensor_reftype[i]), int(m.sensor_refid[i]))
+        for a in g1:
+            for b in g2:
+                sens.append(k)
+                ga.append(a)
+                gb.append(b)
+    cutoff = jp.asarray(m.sensor_cutoff, dtype)[ids]
+    if not sens:
+        return cutoff, jp.zeros((ids.size, 6), dtype)
+    sens, ga, gb = np.array(sens), np.array(ga), np.array(gb)
+    flip = gtype[ga] > gtype[gb]
+    g1, g2 = np.where(flip, gb, ga), np.where(flip, ga, gb)
+    npair = sens.size
+    pdist = jp.zeros(npair, dtype)
+    pft = jp.zeros((npair, 6), dtype)
+    size = jp.asarray(m.geom_size, dtype)
+    for key in sorted({(int(gtype[a]), int(gtype[b])) for a, b in zip(g1, g2)}):
+        rows = np.nonzero((gtype[g1] == key[0]) & (gtype[g2] == key[1]))[0]
+        fn = driver.collider(m, key)
+        if fn is None:
+            raise NotImplementedError(
+                "distance/normal/fromto sensor: no distance function for "
+                + "-".join(GeomType(t).name.lower() for t in key) + " geom pairs")
+        a, b = g1[rows], g2[rows]
+        args = [d.geom_xpos[a], d.geom_xmat[a], size[a], d.geom_xpos[b], d.geom_xmat[b],
+                size[b], cutoff[sens[rows]]]
+        mesh = getattr(fn, "MESH", None)
+        if mesh is not None:
+            args += [driver._mesh_verts(m, a).astype(dtype) if mesh[0] else None,
+                     driver._mesh_verts(m, b).astype(dtype) if mesh[1] else None]
+        dist, pos, normal, _, valid = jax.vmap(fn)(*args)
+        # the closest contact of the pair (first of equals, as MuJoCo's strict <)
+        dist = jp.where(valid, dist, jp.inf)
+        j = jp.argmin(dist, axis=1)
+        take = lambda x, j=j: jp.take_along_axis(  # noqa: E731
+            x, j.reshape((-1,) + (1,) * (x.ndim - 1)), axis=1)[:, 0]
+        dmin, p, n = take(dist), take(pos), take(normal)
+        frm = p - n * (0.5 * dmin)[:, None]
+        to = p + n * (0.5 * dmin)[:, None]
+        fl = flip[rows][:, None]
+        ft = jp.concatenate([jp.where(fl, to, frm), jp.where(fl, frm, to)], axis=1)
+        pdist = pdist.at[rows].set(dmin)
+        pft = pft.at[rows].set(jp.where(jp.isfinite(dmin)[:, None], ft, 0.0))
+    # per sensor: the first pair (in loop order) of smallest distance below the cutoff
+    closer = pdist < cutoff[sens]
+    best_d = jax.ops.segment_min(jp.where(closer, pdist, jp.inf), sens, num_segments=ids.size)
+    is_best = closer & (pdist == best_d[sens])
+    order = jp.where(is_best, jp.arange(npair), npair)
+    first = jax.ops.segment_min(order, sens, num_segments=ids.size)
+    found = first < npair
+    fc = jp.minimum(first, npair - 1)
+    dist = jp.where(found, pdist[fc], cutoff)
+    fromto = jp.where(found[:, None], pft[fc], 0.0)
+    return dist, fromto
+
+
+def _rangefinder(m: Model, d: Data, ids: np.ndarray) -> list[jax.Array]:
+    """Site rangefinders: a ray along the site's +z axis, geoms of the site's body excluded
+    (XML reference, "sensor/rangefinder"), one vmapped ray over the sensors; returns each
+    sensor's ``data`` fields in order."""
+    from mjx_lite.ray import ray as cast_ray  # the package exports the function as `ray`
+
+    if np.any(np.asarray(m.sensor_objtype)[ids] != ObjType.SITE):
+        raise NotImplementedError("rangefinder attached to a camera is not implemented")
+    masks = np.asarray(m.sensor_intprm)[ids, 0]
+    if np.any(masks & (1 << 4)):
+        raise NotImplementedError("rangefinder data 'normal' is not implemented")
+    site = np.asarray(m.sensor_objid)[ids]
+    pnt, vec = d.site_xpos[site], d.site_xmat[site][:, :, 2]
+    body = jp.asarray(np.asarray(m.site_bodyid)[site])
+    dist, _ = jax.vmap(lambda p, v, b: cast_ray(m, d, p, v, bodyexclude=b))(pnt, vec, body)
+    hit = (dist >= 0)[:, None]
+    fields = {0: dist[:, None], 1: jp.where(hit, vec, 0.0), 2: pnt,
+              3: jp.where(hit, pnt + dist[:, None] * vec, 0.0), 5: dist[:, None]}
+    return [jp.concatenate([fields[k][r] for k in range(6) if mask & (1 << k)])
+            for r, mask in enumerate(masks)]
+
+
+def _camprojection(m: Model, d: Data, ids: np.ndarray) -> jax.Array:
+    """Pixel coordinates (origin top-left) of the site in the camera image: the pinhole
+    projection with focal length 0.5 res_y / tan(fovy / 2) (XML reference,
+    "sensor/camprojection"); points behind the camera are projected too."""
+    site = np.asarray(m.sensor_objid)[ids]
+    cam = np.asarray(m.sensor_refid)[ids]
+    res = np.asarray(m.cam_resolution)[cam].astype(np.float64)
+    p = jp.einsum("kji,kj->ki", d.cam_xmat[cam], d.site_xpos[site] - d.cam_xpos[cam])
+    f = 0.5 / jp.tan(jp.asarray(m.cam_fovy)[cam] * (np.pi / 360.0)) * res[:, 1]
+    z = p[:, 2]
+    u = (-f * p[:, 0] + 0.5 * res[:, 0] * z) / z
+    v = (f * p[:, 1] + 0.5 * res[:, 1] * z) / z
+    return jp.stack([u, v], axis=-1)
+
+
+def _collision_sensors(m: Model, d: Data, groups: dict) -> dict:
+    """Values of the distance, normal and fromto sensors, by type, from one geom-distance
+    computation over all of them (each collider is traced once)."""
+    types = [t for t in (S.GEOMDIST, S.GEOMNORMAL, S.GEOMFROMTO) if t in groups]
+    ids = np.concatenate([groups[t] for t in types])
+    dist, fromto = _geom_distance(m, d, ids)
+    out, k = {}, 0
+    for t in types:
+        n = groups[t].size
+        if t == S.GEOMDIST:
+            out[t] = dist[k:k + n]
+        elif t == S.GEOMFROMTO:
+            out[t] = fromto[k:k + n]
+        else:
+            v = fromto[k:k + n, 3:] - fromto[k:k + n, :3]
+            norm = math.safe_norm(v, axis=-1)[:, None]
+            out[t] = jp.where(norm > 0, v / jp.where(norm > 0, norm, 1.0), 0.0)
+        k += n
+    return out
+
+
+# ------------------------------------------------------------------------------------------
 # position stage
 
 
@@ -206,7 +417,15 @@ def sensor_pos(m: Model, d: Data) -> Data:
         return d
     data = d.sensordata
     objid_all = np.asarray(m.sensor_objid)
-    for stype, ids in _sensor_ids(m, Stage.POS).items():
+    groups = _sensor_ids(m, Stage.POS)
+    if S.E_POTENTIAL in groups and not energy_enabled(m):
+        # MuJoCo 4.0 (measured): without the energy flag, an e_potential sensor fills
+        # d.energy[0], and [1] too when an e_kinetic sensor exists; e_kinetic alone does not.
+        d = energy_pos(m, d)
+        if S.E_KINETIC in groups:
+            d = energy_vel(m, d)
+    collision_vals = None
+    for stype, ids in groups.items():
         objid = objid_all[ids]
         if stype == S.MAGNETOMETER:
             mag = jp.asarray(m.opt.magnetic, data.dtype)
@@ -234,6 +453,20 @@ def sensor_pos(m: Model, d: Data) -> Data:
             val = _inside_site(m, d, ids)
         elif stype == S.CLOCK:
             val = jp.broadcast_to(d.time, (ids.size,))
+        elif stype == S.CAMPROJECTION:
+            val = _camprojection(m, d, ids)
+        elif stype == S.RANGEFINDER:
+            for i, v in zip(ids, _rangefinder(m, d, ids)):
+                data = _write(m, data, np.array([i]), v)
+            continue
+        elif stype in (S.GEOMDIST, S.GEOMNORMAL, S.GEOMFROMTO):
+            if collision_vals is None:
+                collision_vals = _collision_sensors(m, d, groups)
+            val = collision_vals[stype]
+        elif stype == S.E_POTENTIAL:
+            val = jp.broadcast_to(potential_energy(m, d), (ids.size,))
+        elif stype == S.E_KINETIC:
+            val = jp.broadcast_to(kinetic_energy(m, d), (ids.size,))
         else:
             raise NotImplementedError(f"sensor type {S(stype).name} is not implemented")
         data = _write(m, data, ids, val)
@@ -332,10 +565,63 @@ def _object_acc(m: Model, d: Data, cacc: jax.Array, pos: jax.Array, body: np.nda
     return acc.at[:, 3:].add(jp.cross(vel[:, :3], vel[:, 3:]))
 
 
+def _touch(m: Model, d: Data, ids: np.ndarray) -> jax.Array:
+    """Normal force of the contacts on the site's body whose normal ray, from the contact
+    point into that body, meets the site's volume (XML reference, "sensor/touch")."""
+    from mjx_lite import support
+    from mjx_lite.ray import ray_box, ray_capsule, ray_cylinder, ray_ellipsoid, ray_sphere
+
+    dtype = d.qvel.dtype
+    con = getattr(d, "contact", None)
+    if con is None or not con.dist.shape[0]:
+        return jp.zeros(ids.size, dtype)
+    n = con.dist.shape[0]
+    fn = jax.vmap(lambda i: support.contact_force(m, d, i))(jp.arange(n))[:, 0]
+    gb = jp.asarray(np.asarray(m.geom_bodyid))
+    b1, b2 = gb[jp.maximum(con.geom[:, 0], 0)], gb[jp.maximum(con.geom[:, 1], 0)]
+    active = con.valid & (con.efc_address >= 0) & (fn > 0)
+    normal = con.frame[:, 0]
+    site = np.asarray(m.sensor_objid)[ids]
+    body = jp.asarray(np.asarray(m.site_bodyid)[site])
+    stype = np.asarray(m.site_type)[site]
+    size = jp.asarray(m.site_size, dtype)[site]
+    ray_fns = {GeomType.SPHERE: ray_sphere, GeomType.CAPSULE: ray_capsule,
+               GeomType.ELLIPSOID: ray_ellipsoid, GeomType.CYLINDER: ray_cylinder,
+               GeomType.BOX: ray_box}
+    out = jp.zeros(ids.size, dtype)
+    for t in np.unique(stype):
+        if int(t) not in ray_fns:
+            raise NotImplementedError(f"touch sensor on a {GeomType(int(t)).name} site")
+        rows = np.nonzero(stype == t)[0]
+
+        def one(pos, mat, sz, b, f=ray_fns[int(t)]):
+            mine = active & ((b1 == b) | (b2 == b))
+            # the ray points into the sensor's body: along the normal unless it is geom2's
+            ray_dir = jp.where((b2 == b)[:, None], -normal, normal)
+            hit = jax.vmap(f, (None, None, None, 0, 0))(pos, mat, sz, con.pos, ray_dir) >= 0
+            return jp.sum(jp.where(mine & hit, fn, 0.0))
+
+        val = jax.vmap(one)(d.site_xpos[site[rows]], d.site_xmat[site[rows]], size[rows],
+                            body[rows])
+        out = out.at[rows].set(val)
+    return out
+
+
+def _force_torque(m: Model, d: Data, stype: int, ids: np.ndarray) -> jax.Array:
+    """cfrc_int of the site's body, moved to the site and rotated into its frame."""
+    site = np.asarray(m.sensor_objid)[ids]
+    body = np.asarray(m.site_bodyid)[site]
+    root = np.asarray(m.body_rootid)[body]
+    ft = math.transform_force(d.cfrc_int[body], d.site_xpos[site], d.subtree_com[root])
+    part = ft[:, 3:] if stype == S.FORCE else ft[:, :3]
+    return jp.einsum("kji,kj->ki", d.site_xmat[site], part)
+
+
 def sensor_acc(m: Model, d: Data) -> Data:
-    """Acceleration/force-dependent sensors (mj_sensorAcc): accelerometer, framelinacc,
-    frameangacc, actuator / joint- and tendon-actuator forces and limit forces. Sensors that
-    need interaction forces (touch, force, torque, contact) are not implemented."""
+    """Acceleration/force-dependent sensors (mj_sensorAcc): touch, accelerometer, force,
+    torque, framelinacc, frameangacc, actuator / joint- and tendon-actuator forces and limit
+    forces. Force and torque read ``d.cfrc_int`` (smooth.rne_post_constraint, which forward
+    runs first when such a sensor exists); touch reads the contact forces."""
     if _disabled(m):
         return d
     data = d.sensordata
@@ -363,6 +649,10 @@ def sensor_acc(m: Model, d: Data) -> Data:
             tid = np.asarray(m.actuator_trnid)[:, 0]
             sel = jp.asarray((trn[None, :] & (tid[None, :] == objid[:, None])), d.qpos.dtype)
             val = sel @ d.actuator_force if m.nu else jp.zeros(ids.size, d.qpos.dtype)
+        elif stype == S.TOUCH:
+            val = _touch(m, d, ids)
+        elif stype in (S.FORCE, S.TORQUE):
+            val = _force_torque(m, d, stype, ids)
         elif stype == S.JOINTLIMITFRC:
             val = _limit_row(m, d, _LIMIT_JOINT, objid, d.efc_force)
         elif stype == S.TENDONLIMITFRC:

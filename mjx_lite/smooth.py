@@ -18,10 +18,13 @@ from mjx_lite.types import (
     CamLightType,
     Data,
     DisableBit,
+    EqType,
     JointType,
     Model,
     SameFrame,
+    SensorType,
     TrnType,
+    WrapType,
 )
 
 # ------------------------------------------------------------------------------------------
@@ -298,11 +301,17 @@ def actuator_armature(m: Model, d: Data) -> jax.Array:
 # The tree-sparse version is nv unrolled gather/scatter steps; it is kept as a reference.
 
 
-def factor_m_ltdl(m: Model, qm: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Tree-sparse M = L' D L (mj_factorI); qLD holds L below and D on the diagonal."""
+def factor_m_ltdl(m: Model, qm: jax.Array, *, min_pivot: float | None = None
+                  ) -> tuple[jax.Array, jax.Array]:
+    """Tree-sparse M = L' D L (mj_factorI); qLD holds L below and D on the diagonal.
+
+    ``min_pivot`` raises pivots below it to it, as mj_factorI does with mjMINVAL, so a
+    singular M (a body with dofs but no inertia) gives huge finite inverses instead of NaN."""
     parent = np.asarray(m.dof_parentid)
     qld = qm
     for k in range(m.nv - 1, -1, -1):
+        if min_pivot is not None:
+            qld = qld.at[k, k].set(jp.maximum(qld[k, k], min_pivot))
         a = []
         j = parent[k]
         while j >= 0:
@@ -399,8 +408,8 @@ def _site_quat(m: Model, d: Data, ids: np.ndarray) -> jax.Array:
 def transmission(m: Model, d: Data) -> Data:
     """actuator_length and dense actuator_moment (nu, nv) (mj_transmission).
 
-    Body transmissions (adhesion) depend on contacts and stay zero here (the constraint
-    stage owns them); so does the MuJoCo 4.0 SO3 transmission, not implemented yet.
+    Body transmissions (adhesion) use the contacts in d.contact, so this runs after collision;
+    the MuJoCo 4.0 SO3 transmission is not implemented yet.
     """
     if not m.nu:
         return d
@@ -508,7 +517,31 @@ def transmission(m: Model, d: Data) -> Data:
         length = length.at[a].set(ln * gear[a, 0])
         moment = moment.at[a].set(mom * gear[a, :1])
 
+    # body: minus the mean normal Jacobian of the contacts touching the body's geoms (gap
+    # contacts included), length 0, gear unused (Computation "Actuation model", body)
+    a = np.nonzero(trn == TrnType.BODY)[0]
+    con = getattr(d, "contact", None)
+    if a.size and con is not None and con.dist.shape[0]:
+        moment = moment.at[a].set(_body_moment(m, d, con, trnid[a, 0]))
+
     return d.replace(actuator_length=length, actuator_moment=moment)
+
+
+def _body_moment(m: Model, d: Data, con, bodies: np.ndarray) -> jax.Array:
+    """(len(bodies), nv) moments of body transmissions from the contacts in ``con``."""
+    from mjx_lite import constraint  # constraint.py imports this module
+
+    jn = constraint.contact_jacobian(m, d, con)[:, 0]  # (ncon, nv) normal rows
+    gb = jp.asarray(np.asarray(m.geom_bodyid))
+    real = jp.all(con.geom >= 0, axis=-1)
+    if getattr(con, "valid", None) is not None:
+        real = real & con.valid
+    cb = gb[jp.maximum(con.geom, 0)]  # (ncon, 2)
+    body = jp.asarray(bodies)[:, None, None]
+    touch = real[None] & jp.any(cb[None] == body, axis=-1)  # (na, ncon)
+    count = jp.sum(touch, axis=-1, keepdims=True)
+    tot = jp.where(touch, 1.0, 0.0).astype(jn.dtype) @ jn
+    return -tot / jp.maximum(count, 1).astype(jn.dtype)
 
 
 # ------------------------------------------------------------------------------------------
@@ -595,3 +628,129 @@ def tendon_velocity(m: Model, d: Data) -> Data:
 def actuator_velocity(m: Model, d: Data) -> Data:
     """actuator_velocity = actuator_moment qvel."""
     return d.replace(actuator_velocity=d.actuator_moment @ d.qvel)
+
+
+# ------------------------------------------------------------------------------------------
+# post-constraint Newton-Euler
+
+
+def _weld_torque_map(q1inv: jax.Array, q0: jax.Array) -> jax.Array:
+    """(n, 3, 3) A with [q1^-1 (0, w) q0]_xyz = A w: the weld rows' rotational Jacobian is
+    0.5 torquescale A (jr0 - jr1), so a row force f acts as the world torque
+    0.5 torquescale A' f on body 0 (and its opposite on body 1)."""
+    basis = jp.concatenate([jp.zeros((3, 1), q0.dtype), jp.eye(3, dtype=q0.dtype)], 1)
+    cols = math.quat_mul(math.quat_mul(q1inv[:, None], basis[None]), q0[:, None])[..., 1:]
+    return jp.swapaxes(cols, 1, 2)
+
+
+def _equality_wrenches(m: Model, d: Data, plan) -> tuple[list, list, list]:
+    """World [torque; force] of connect and weld rows with their application points/bodies."""
+    from mjx_lite import constraint  # constraint.py imports this module
+
+    wrench, point, body = [], [], []
+    if not plan.ne:
+        return wrench, point, body
+    eq_type = np.asarray(m.eq_type)[plan.eq_ids]
+    for etype, slots in ((EqType.CONNECT, (0, 1)), (EqType.WELD, (1, 0))):
+        sel = np.nonzero(eq_type == etype)[0]
+        if not sel.size:
+            continue
+        ids = plan.eq_ids[sel]
+        b, pts, quats, data, site = constraint._eq_points(m, d, ids, slots)
+        k = 6 if etype == EqType.WELD else 3
+        rows = plan.eq_start[sel][:, None] + np.arange(k)
+        f = d.efc_force[rows]
+        torque = jp.zeros_like(f[:, :3])
+        if etype == EqType.WELD:
+            q0 = jp.where(site[:, None], quats[0], math.quat_mul(quats[0], data[:, 6:10]))
+            amat = _weld_torque_map(math.quat_conj(quats[1]), q0)
+            torque = 0.5 * data[:, 10:11] * jp.einsum("nij,ni->nj", amat, f[:, 3:])
+        w = jp.concatenate([torque, f[:, :3]], 1)
+        for side, sign in ((0, 1.0), (1, -1.0)):
+            wrench.append(sign * w)
+            point.append(pts[side])
+            body.append(b[side])
+    return wrench, point, body
+
+
+def needs_rne_post(m: Model) -> bool:
+    """Whether mj_forward computes cacc / cfrc_* (mj_sensorAcc calls mj_rnePostConstraint only
+    for accelerometer, force, torque, framelinacc and frameangacc sensors); otherwise MuJoCo
+    leaves them as they were, and so do forward and step. Models with spatial tendons, whose
+    forces rne_post_constraint does not collect yet, are left out (their sensors compute
+    what they need themselves)."""
+    if not m.nsensor or m.opt.disableflags & DisableBit.SENSOR:
+        return False
+    if np.any(np.asarray(m.wrap_type) != WrapType.JOINT):
+        return False
+    types = np.asarray(m.sensor_type)
+    need = (SensorType.ACCELEROMETER, SensorType.FORCE, SensorType.TORQUE,
+            SensorType.FRAMELINACC, SensorType.FRAMEANGACC)
+    return bool(np.isin(types, need).any())
+
+
+def rne_post_constraint(m: Model, d: Data) -> Data:
+    """cacc, cfrc_int, cfrc_ext with the final accelerations and constraint forces
+    (mj_rnePostConstraint; API reference, "mj_rnePostConstraint").
+
+    cfrc_ext collects xfrc_applied, contact forces (mapped from the contact frames) and the
+    forces of connect and weld equalities, each as a [torque; force] about the subtree com of
+    the body's root; cfrc_int = cinert cacc + cvel x* (cinert cvel) - cfrc_ext, summed from
+    the leaves. MuJoCo 4.0 also collects spatial tendon forces: not implemented (raises).
+    Like MuJoCo, forward/step call this only when a sensor needs it (see ``needs_rne_post``).
+    """
+    from mjx_lite import constraint, support  # both import this module
+
+    if np.any(np.asarray(m.wrap_type) != WrapType.JOINT):
+        raise NotImplementedError("rne_post_constraint: spatial tendon forces are not "
+                                  "collected yet")
+    dtype = d.qvel.dtype
+    nb = m.nbody
+    root = np.asarray(m.body_rootid)
+    bodies = np.arange(1, nb)
+
+    ext = jp.zeros((nb, 6), dtype)
+    if bodies.size:
+        x = d.xfrc_applied[bodies]
+        ft = jp.concatenate([x[:, 3:], x[:, :3]], 1)
+        ext = ext.at[bodies].add(
+            math.transform_force(ft, d.subtree_com[root[bodies]], d.xipos[bodies]))
+
+    wrenches, points, owners = [], [], []
+    con = getattr(d, "contact", None)
+    if con is not None and con.dist.shape[0] and m.nv:
+        n = con.dist.shape[0]
+        lfrc = jax.vmap(lambda i: support.contact_force(m, d, i))(jp.arange(n))
+        # contact frame rows are the axes: world vectors are frame' @ local
+        force = jp.einsum("nji,nj->ni", con.frame, lfrc[:, :3])
+        torque = jp.einsum("nji,nj->ni", con.frame, lfrc[:, 3:])
+        w = jp.concatenate([torque, force], 1)
+        gb = jp.asarray(np.asarray(m.geom_bodyid))
+        for side, sign in ((0, -1.0), (1, 1.0)):
+            g = con.geom[:, side]
+            wrenches.append(jp.where((g >= 0)[:, None], sign * w, 0.0))
+            points.append(con.pos)
+            owners.append(jp.where(g >= 0, gb[jp.maximum(g, 0)], 0))
+    ew, ep, eb = _equality_wrenches(m, d, constraint.row_plan(m, 0))
+    wrenches += ew
+    points += ep
+    owners += [jp.asarray(b) for b in eb]
+    if wrenches:
+        w = jp.concatenate(wrenches)
+        b = jp.concatenate(owners)
+        com = d.subtree_com[jp.asarray(root)[b]]
+        w = math.transform_force(w, com, jp.concatenate(points))
+        # the world body receives no external force
+        w = jp.where((b > 0)[:, None], w, 0.0)
+        ext = ext + jax.ops.segment_sum(w, b, num_segments=nb)
+
+    root_acc = jp.zeros(6, dtype)
+    if not m.opt.disableflags & DisableBit.GRAVITY:
+        root_acc = root_acc.at[3:].set(-jp.asarray(m.opt.gravity, dtype))
+    acc = d.cdof_dot * d.qvel[:, None] + d.cdof * d.qacc[:, None]
+    local = jax.ops.segment_sum(acc, np.asarray(m.dof_bodyid), num_segments=nb)
+    cacc = tree.scan_down(m, lambda p, loc: p + loc, local, root_acc)
+    body = math.inert_mul(d.cinert, cacc) + math.force_cross(
+        d.cvel, math.inert_mul(d.cinert, d.cvel))
+    cfrc_int = tree.scan_up(m, (body - ext).at[0].set(0.0))
+    return d.replace(cacc=cacc, cfrc_int=cfrc_int, cfrc_ext=ext)

@@ -10,7 +10,8 @@ contacts). Its negative gradient in jar = J a - aref is efc_force.
 Both run exactly ``opt.iterations`` iterations inside ``lax.scan`` (line search: exactly
 ``opt.ls_iterations`` 1-D Newton steps, also a scan), so reverse-mode AD works at any count;
 convergence (``tolerance``, ``ls_tolerance``) freezes the iterate through a mask.
-``loop="early_exit"`` uses ``lax.while_loop`` instead (forward only, faster).
+``loop="early_exit"`` uses ``lax.while_loop`` instead (faster; with ``adjoint="implicit"``
+differentiable too, as the implicit adjoint never differentiates the iterations).
 
 The solution is characterised by ``residual(m, d, qacc) = 0`` (the primal gradient), and
 ``hessian(m, d, qacc)`` is its Jacobian: an implicit adjoint needs only these two.
@@ -448,21 +449,78 @@ def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
     return qacc, f, niter
 
 
-def solve(m: Model, d: Data, *, loop: str = "fixed") -> Data:
+# ------------------------------------------------------------------------------------------
+# implicit adjoint
+
+
+def _iterate(m: Model, d: Data, loop: str):
+    """(qacc, niter) of the configured solver, without any derivative rule."""
+    p = _plan(m, d)
+    if m.opt.solver == SolverType.PGS:
+        qacc, _, niter = _solve_pgs(m, d, p, loop)
+        return qacc, niter
+    ctx = _solve_primal(m, d, p, m.opt.solver == SolverType.NEWTON, loop)
+    return ctx.qacc, ctx.niter
+
+
+def _solve_implicit(m: Model, d: Data, loop: str):
+    """(qacc, niter) whose derivative is that of the exact minimizer (implicit function
+    theorem on ``residual(m, d, qacc) = 0``).
+
+    The tangent is dqacc = -H^-1 (d residual / d(m, d)) . (dm, dd) with H = ``hessian`` at the
+    solution: one Cholesky solve, whatever the iteration count or loop. It is linear in the
+    tangents, so JAX transposes it for reverse mode (one solve with H, which is symmetric, and
+    one VJP of the residual); forward mode (jvp, jacfwd) works too. The iterations themselves
+    are never differentiated, so ``loop="early_exit"`` (a while_loop) may run them.
+    """
+
+    @jax.custom_jvp
+    def run(m, d):
+        return _iterate(m, d, loop)
+
+    @run.defjvp
+    def run_jvp(primals, tangents):
+        mm, dd = primals
+        qacc, niter = run(mm, dd)
+        # residual's change with the problem data at a fixed qacc
+        _, dres = jax.jvp(lambda a, b: residual(a, b, qacc), (mm, dd), tangents)
+        h = hessian(mm, dd, qacc)
+        dqacc = -jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(h), dres)
+        return (qacc, niter), (dqacc, np.zeros(niter.shape, jax.dtypes.float0))
+
+    return run(m, d)
+
+
+def solve(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") -> Data:
     """Constraint forces and accelerations (mj_fwdConstraint): qacc, qfrc_constraint,
     efc_force, efc_state, solver_niter.
 
     Args:
       loop: "fixed" runs exactly opt.iterations iterations in lax.scan (differentiable);
         "early_exit" stops at convergence with lax.while_loop (forward only).
+      adjoint: "unroll" differentiates through the iterations (the derivative of exactly
+        the map computed, converged or not); "implicit" differentiates the optimality
+        condition at the returned qacc (the derivative of the exact solution: equal to the
+        unrolled one at convergence, cost independent of the iterations, any ``loop``).
     """
     if loop not in ("fixed", "early_exit"):
         raise ValueError(f"loop must be 'fixed' or 'early_exit', got {loop!r}")
+    if adjoint not in ("unroll", "implicit"):
+        raise ValueError(f"adjoint must be 'unroll' or 'implicit', got {adjoint!r}")
     p = _plan(m, d)
     if p.nefc == 0:
         return d.replace(qacc=d.qacc_smooth, qfrc_constraint=jp.zeros_like(d.qacc_smooth),
                          solver_niter=jp.zeros((), jp.int32))
     jar = None
+    if adjoint == "implicit":
+        qacc, niter = _solve_implicit(m, d, loop)
+        # forces from the primal update at the solution, so that they carry its derivative
+        # (for PGS they equal the dual iterate at convergence)
+        jar = d.efc_J @ qacc - d.efc_aref
+        force, state, _, _, _, _ = _row_update(m, d, p, _cone(m, d, p), jar)
+        return d.replace(qacc=qacc, qfrc_constraint=d.efc_J.T @ force, efc_force=force,
+                         efc_state=state.astype(jp.int32),
+                         solver_niter=niter.astype(jp.int32))
     if m.opt.solver == SolverType.PGS:
         qacc, pgs_force, niter = _solve_pgs(m, d, p, loop)
     else:

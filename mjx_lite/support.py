@@ -1,14 +1,19 @@
 """Support functions (MuJoCo's engine_support / engine_util_* equivalents): dense inertia,
-M products and solves, point Jacobians, and name <-> id lookup."""
+M products and solves, point Jacobians, name <-> id lookup and contact forces."""
 
 from __future__ import annotations
 
 import jax
+import jax.numpy as jp
+import numpy as np
 
 from mjx_lite.smooth import jac, mul_m, solve_m
-from mjx_lite.types import Data, Model, ObjType
+from mjx_lite.types import Data, DisableBit, Model, ObjType
 
-__all__ = ["full_m", "mul_m", "solve_m", "jac", "name2id", "id2name"]
+__all__ = [
+    "check_acc", "check_pos", "check_vel", "contact_force", "full_m", "id2name", "is_bad", "jac",
+    "mul_m", "name2id", "reset_where", "solve_m",
+]
 
 # ObjType -> the kind strings of Model.names (interop.NAME_KINDS); XBODY shares body names.
 _OBJ_KIND = {
@@ -65,3 +70,97 @@ def id2name(m: Model, kind, i: int) -> str | None:
     if not 0 <= int(i) < len(names):
         return None
     return names[int(i)] or None
+
+
+def contact_force(m: Model, d: Data, i) -> jax.Array:
+    """(6,) force:torque of contact slot ``i`` in its contact frame (mj_contactForce).
+
+    Pyramidal rows are decoded into normal and friction components (Computation chapter,
+    "Friction cones": f_n is the sum of the edge forces, f_k = mu_k (f_k+ - f_k-)); elliptic
+    and frictionless rows are copied. Zero when the contact has no efc rows. ``i`` may be
+    traced, so ``jax.vmap(lambda i: contact_force(m, d, i))(jp.arange(nslot))`` works.
+    """
+    from mjx_lite.constraint import MINMU, contact_width, row_plan
+
+    con = d.contact
+    dtype = d.efc_force.dtype
+    nslot = int(con.dist.shape[0])
+    p = row_plan(m, nslot)
+    if not p.nc:
+        return jp.zeros(6, dtype)
+    w = contact_width(m)
+    start = p.ne + p.nf + p.nl + w * jp.asarray(i, jp.int32)
+    f = jax.lax.dynamic_slice(d.efc_force, (start,), (w,))
+    adr = con.efc_address[i]
+    dim = con.dim[i]
+    j = np.arange(6)
+    if p.elliptic:
+        out = jp.zeros(6, dtype).at[:w].set(f)
+        out = jp.where(j < dim, out, 0.0)
+    else:
+        mu = jp.maximum(MINMU, con.friction[i])
+        k = np.arange(w // 2)
+        edge = f[: 2 * k.size].reshape(-1, 2)
+        fric = jp.where(k + 1 < dim, (edge[:, 0] - edge[:, 1]) * mu[k], 0.0)
+        normal = jp.where(dim > 1, jp.sum(jp.where(np.arange(w) < 2 * (dim - 1), f, 0.0)),
+                          f[0])
+        out = jp.zeros(6, dtype).at[0].set(normal).at[1:1 + k.size].set(fric)
+    return jp.where(adr >= 0, out, 0.0)
+
+
+# ------------------------------------------------------------------------------------------
+# divergence detection (mj_checkPos / mj_checkVel / mj_checkAcc)
+
+# mjtWarning indices of the divergence warnings, and mjMAXVAL
+WARN_BADQPOS, WARN_BADQVEL, WARN_BADQACC = 3, 4, 5  # MuJoCo 4.0 numbering
+MAXVAL = 1e10
+
+
+def is_bad(x: jax.Array) -> jax.Array:
+    """() True when any entry is NaN, infinite or larger than 1e10 in magnitude (mju_isBad)."""
+    return jp.any(~(jp.abs(x) <= MAXVAL))
+
+
+def reset_where(m: Model, d: Data, bad: jax.Array, warning: int) -> Data:
+    """Counts ``warning`` where ``bad``; unless the autoreset bit is disabled, also resets such
+    Data to mj_resetData's state (qpos0, zero velocity, controls and warnings), keeping a count
+    of 1 for ``warning``. ``bad`` is a scalar per Data, so under vmap only the bad members
+    change and the others stay bit-identical."""
+    bad = jp.asarray(bad, bool)
+    if m.opt.disableflags & DisableBit.AUTORESET:
+        return d.replace(warning_count=d.warning_count.at[warning].add(bad.astype(jp.int32)))
+    from mjx_lite.io import make_data  # io imports the constraint stage
+
+    fresh = make_data(m)
+    fresh = fresh.replace(
+        warning_count=jp.zeros_like(d.warning_count).at[warning].set(1))
+
+    def pick(new, cur):
+        new = jp.asarray(new, cur.dtype)
+        if new.shape != cur.shape:
+            raise ValueError(f"cannot reset Data: a field of shape {cur.shape} differs from "
+                             f"make_data's {new.shape}")
+        return jp.where(bad, new, cur)
+
+    return jax.tree.map(pick, fresh, d)
+
+
+def check_pos(m: Model, d: Data) -> Data:
+    """mj_checkPos: a bad qpos counts a BADQPOS warning and resets the Data (autoreset)."""
+    return reset_where(m, d, is_bad(d.qpos), WARN_BADQPOS)
+
+
+def check_vel(m: Model, d: Data) -> Data:
+    """mj_checkVel: a bad qvel counts a BADQVEL warning and resets the Data (autoreset)."""
+    return reset_where(m, d, is_bad(d.qvel), WARN_BADQVEL)
+
+
+def check_acc(m: Model, d: Data, bad: jax.Array | None = None) -> Data:
+    """mj_checkAcc: a bad qacc counts a BADQACC warning and resets the Data (autoreset).
+
+    ``bad`` defaults to is_bad(d.qacc); ``step`` passes the flag of the forward pass and
+    applies it to the integrated Data. MuJoCo then runs mj_forward on the reset state and
+    integrates it; a reset here returns the reset state itself (time 0), which saves a second
+    forward pass per step.
+    """
+    return reset_where(m, d, is_bad(d.qacc) if bad is None else bad, WARN_BADQACC)

@@ -344,6 +344,7 @@ class Model(PyTreeNode):
     nmesh: int
     nmeshvert: int
     nmeshface: int
+    nmeshgraph: int
     nhfield: int
     nhfielddata: int
     nmat: int
@@ -515,6 +516,8 @@ class Model(PyTreeNode):
     mesh_face: np.ndarray  # (nmeshface, 3) int32
     mesh_faceadr: np.ndarray  # (nmesh) int32
     mesh_facenum: np.ndarray  # (nmesh) int32
+    mesh_graph: np.ndarray  # (nmeshgraph) int32 convex hulls (see compiler.mesh.mesh_graph)
+    mesh_graphadr: np.ndarray  # (nmesh) int32 address in mesh_graph, -1 without a hull
     mesh_pos: jax.Array  # (nmesh, 3) float64
     mesh_quat: jax.Array  # (nmesh, 4) float64
     mesh_scale: jax.Array  # (nmesh, 3) float64
@@ -740,7 +743,7 @@ class Data(PyTreeNode):
     cfrc_ext: jax.Array  # (nbody, 6)
     energy: jax.Array  # (2,)
     solver_niter: jax.Array  # () int
-    warning_count: jax.Array  # (8,) int, indexed by mjtWarning
+    warning_count: jax.Array  # (7,) int, indexed by mjtWarning (4.0: no VGEOMFULL)
     # constraint rows (constraint.py): a static budget of nefc rows, MuJoCo's order (equality,
     # friction loss, limit, contact); rows MuJoCo would not create have efc_active False and
     # zero J and D. efc_active is not in mjData: compacting by it gives MuJoCo's efc arrays.

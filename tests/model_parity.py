@@ -92,12 +92,46 @@ def _vertex_set_error(m, mjm) -> float:
     return err
 
 
+def _graph_edges(graph, adr, vert) -> tuple[int, int, set]:
+    """(numvert, numface, hull edges as pairs of rounded vertex coordinates) of one mesh."""
+    if adr < 0:
+        return 0, 0, set()
+    g = np.asarray(graph[adr:])
+    nv, nf = int(g[0]), int(g[1])
+    gid = g[2 + nv:2 + 2 * nv]
+    loc = g[2 + 2 * nv:2 + 3 * nv + 3 * nf]
+    key = lambda i: tuple(np.round(np.asarray(vert[gid[i]], float), 5))  # noqa: E731
+    edges, v = set(), 0
+    for x in loc:
+        if x < 0:
+            v += 1
+        else:
+            edges.add(frozenset((key(v), key(int(x)))))
+    return nv, nf, edges
+
+
+def _graph_error(m, mjm) -> float:
+    """Per mesh: same hull vertex and face counts and the same hull edges (by coordinates);
+    vertex numbering and neighbour order are free."""
+    for i in range(mjm.nmesh):
+        va, vn = mjm.mesh_vertadr[i], mjm.mesh_vertnum[i]
+        theirs = _graph_edges(mjm.mesh_graph, mjm.mesh_graphadr[i], mjm.mesh_vert[va:va + vn])
+        va, vn = m.mesh_vertadr[i], m.mesh_vertnum[i]
+        ours = _graph_edges(m.mesh_graph, m.mesh_graphadr[i],
+                            np.asarray(m.mesh_vert)[va:va + vn])
+        if ours != theirs:
+            return np.inf
+    return 0.0
+
+
 def field_error(m, mjm, name: str) -> tuple[float, float, str]:
     """(relative error, tolerance, where) of one listed field."""
     uses_mesh = mjm.nmesh > 0 or mjm.nhfield > 0
     rtol = RTOL_MESH if name in MESH_DERIVED or (uses_mesh and name in MESH_DEPENDENT) else RTOL
     if name == "mesh_vert":
         return _vertex_set_error(m, mjm), rtol, ""
+    if name == "mesh_graph":
+        return _graph_error(m, mjm), rtol, "hull graph"
     if name == "mesh_face":
         ok = np.asarray(m.mesh_face).shape == np.asarray(mjm.mesh_face).shape
         return (0.0 if ok else np.inf), rtol, "shape"

@@ -186,3 +186,218 @@ def test_impedance_shape():
     np.testing.assert_allclose(flat, 0.8, rtol=1e-12)
     g = jax.grad(lambda s: jp.sum(constraint.impedance(s, x)))(solimp)
     assert np.all(np.isfinite(g))
+
+
+# ------------------------------------------------------------------------------------------
+# post-constraint quantities: contact_force, rne_post_constraint (cacc, cfrc_int, cfrc_ext)
+
+POST_RTOL = 1e-9  # closed form given efc_force: MuJoCo's own forces are used on both sides
+
+
+def _post_setup(xml, cone=0, qpos_noise=0.0):
+    """MuJoCo after mj_forward (with xfrc_applied) and mj_rnePostConstraint, and ours with
+    MuJoCo's qacc and efc_force, so that only the post-constraint stage is compared."""
+    from mjx_lite import solver
+
+    opt = {"cone": cone, "tolerance": 1e-13, "iterations": 200}
+    mjm, mjd, m, d = setup(xml, seed=1, qpos_noise=qpos_noise, qvel_noise=0.5, opt=opt)
+    mjd.xfrc_applied[1:] = np.random.default_rng(3).standard_normal((mjm.nbody - 1, 6))
+    mujoco.mj_forward(mjm, mjd)
+    mujoco.mj_rnePostConstraint(mjm, mjd)
+    d = d.replace(xfrc_applied=jp.asarray(mjd.xfrc_applied))
+    d = jax.jit(solver.solve)(m, d)
+    act = np.asarray(d.efc_active)
+    force = np.zeros(act.shape)
+    force[act] = mjd.efc_force
+    return mjm, mjd, m, d.replace(qacc=jp.asarray(mjd.qacc), efc_force=jp.asarray(force))
+
+
+def _compare_post(mjd, out):
+    for f in ("cacc", "cfrc_ext"):
+        assert_close(f, getattr(out, f), getattr(mjd, f), POST_RTOL)
+    # cfrc_int of a free body is a difference of nearly equal terms: scale by the body forces
+    scale = max(np.abs(mjd.cfrc_ext).max(), np.abs(mjd.cfrc_int).max())
+    err = np.abs(np.asarray(out.cfrc_int) - mjd.cfrc_int).max()
+    assert err <= POST_RTOL * scale, (err, scale)
+
+
+_post = jax.jit(smooth.rne_post_constraint)
+
+
+@pytest.mark.parametrize("cone", ["pyramidal", "elliptic"])
+def test_contact_force_and_rne_post(cone):
+    from mjx_lite import support
+
+    c = mujoco.mjtCone.mjCONE_ELLIPTIC if cone == "elliptic" else 0
+    mjm, mjd, m, d = _post_setup(CONTACT_XML, cone=c)
+    nslot = d.contact.dist.shape[0]
+    lf = jax.jit(jax.vmap(lambda i: support.contact_force(m, d, i)))(jp.arange(nslot))
+    ref = np.zeros((nslot, 6))
+    for i in range(mjd.ncon):
+        mujoco.mj_contactForce(mjm, mjd, i, ref[i])
+    assert_close("contact_force", lf, ref, POST_RTOL)
+    _compare_post(mjd, _post(m, d))
+
+
+def test_rne_post_equality():
+    """Connect and weld forces (MuJoCo 4.0: the weld torque scaled by torquescale / 2 and
+    rotated to the world frame) and xfrc_applied."""
+    mjm, mjd, m, d = _post_setup(EQ_XML, qpos_noise=0.4)
+    assert np.abs(mjd.cfrc_ext).max() > 0
+    _compare_post(mjd, _post(m, d))
+
+
+SENSOR_XML = """
+<mujoco><option timestep="0.005"/><worldbody><geom type="plane" size="2 2 .1"/>
+<body name="a" pos="0 0 .3"><joint axis="0 1 0"/><geom type="capsule" size=".05"
+  fromto="0 0 0 .3 0 -.28"/><site name="s"/></body></worldbody>
+<sensor><accelerometer site="s"/></sensor></mujoco>"""
+
+
+def test_forward_fills_post_constraint_only_for_sensors():
+    """Like mj_forward: cacc / cfrc_* are computed when an acceleration or force sensor asks
+    for them (gymnasium calls rne_post_constraint itself after each step)."""
+    from mjx_lite import interop, io
+    from mjx_lite.forward import forward
+
+    assert not smooth.needs_rne_post(interop.model_from_mujoco(
+        mujoco.MjModel.from_xml_string(CONTACT_XML)))
+    mjm = mujoco.MjModel.from_xml_string(SENSOR_XML)
+    mjm.opt.tolerance = 1e-13
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[0] = 0.2
+    mujoco.mj_forward(mjm, mjd)
+    m = interop.model_from_mujoco(mjm)
+    assert smooth.needs_rne_post(m)
+    out = jax.jit(forward)(m, io.make_data(m).replace(qpos=jp.asarray(mjd.qpos)))
+    assert mjd.ncon > 0 and np.abs(mjd.cfrc_ext).max() > 0
+    for f in ("cacc", "cfrc_ext", "cfrc_int"):
+        assert_close(f, getattr(out, f), getattr(mjd, f), 1e-8)
+
+
+# ------------------------------------------------------------------------------------------
+# body transmission (adhesion)
+
+ADHESION_XML = """
+<mujoco><option timestep="0.005" tolerance="1e-13" iterations="200"/><worldbody>
+<geom name="floor" type="plane" size="5 5 .1" gap=".02"/>
+<body name="arm" pos="0 0 .3"><joint axis="0 1 0"/><joint axis="1 0 0"/>
+  <geom type="capsule" size=".05" fromto="0 0 0 .3 0 -.26" gap=".03"/>
+  <body name="tip" pos=".3 0 -.26"><joint axis="0 0 1"/>
+    <geom type="sphere" size=".04" pos=".03 .02 0"/></body>
+</body>
+<body name="ball" pos=".5 .3 .1"><freejoint/><geom type="sphere" size=".1" gap=".05"/></body>
+<body name="ball2" pos=".32 .02 .0"><freejoint/><geom type="sphere" size=".06"/></body>
+</worldbody>
+<actuator><adhesion body="ball" ctrlrange="0 1" gain="30"/>
+<general body="arm" gear="2 0 0 0 0 0" ctrlrange="0 1" ctrllimited="true"/>
+<adhesion body="tip" ctrlrange="0 1" gain="5"/>
+<adhesion body="ball2" ctrlrange="0 1" gain="5"/></actuator>
+</mujoco>"""
+
+
+def test_body_transmission_adhesion():
+    """actuator_moment of body transmissions: minus the mean contact-normal Jacobian over the
+    body's contacts, gap contacts included, gear unused; then the whole forward pass."""
+    from mjx_lite import interop, io
+    from mjx_lite.forward import forward
+
+    mjm = mujoco.MjModel.from_xml_string(ADHESION_XML)
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:2] = [0.1, -0.05]
+    mjd.ctrl[:] = [0.7, 0.5, 0.3, 1.0]
+    mujoco.mj_forward(mjm, mjd)
+    assert -1 in mjd.contact.efc_address[: mjd.ncon]  # a gap contact takes part
+    mom = np.zeros((mjm.nu, mjm.nv))
+    mujoco.mju_sparse2dense(mom, mjd.actuator_moment, mjd.moment_rownnz, mjd.moment_rowadr,
+                            mjd.moment_colind)
+    m = interop.model_from_mujoco(mjm)
+    d = io.make_data(m).replace(qpos=jp.asarray(mjd.qpos), ctrl=jp.asarray(mjd.ctrl))
+    out = jax.jit(forward)(m, d)
+    assert_close("actuator_moment", out.actuator_moment, mom, ROW_RTOL)
+    assert_close("qfrc_actuator", out.qfrc_actuator, mjd.qfrc_actuator, ROW_RTOL)
+    assert_close("qacc", out.qacc, mjd.qacc, 1e-8)
+
+
+# ------------------------------------------------------------------------------------------
+# divergence detection (mj_checkPos / mj_checkVel / mj_checkAcc)
+
+DIVERGE_XML = """
+<mujoco><worldbody><body><joint name="s" type="slide"/><geom size=".1"/></body>
+<body pos="1 0 0"><freejoint/><geom size=".1"/></body></worldbody>
+<actuator><motor joint="s"/></actuator></mujoco>"""
+
+
+def _diverge_case(mjm, field, idx, val):
+    from mjx_lite import io
+
+    mjd = mujoco.MjData(mjm)
+    for _ in range(3):
+        mujoco.mj_step(mjm, mjd)
+    mjd.qvel[1], mjd.ctrl[0], mjd.qfrc_applied[1] = 0.5, 0.3, 0.2
+    getattr(mjd, field)[idx] = val
+    m = interop.model_from_mujoco(mjm)
+    d = io.make_data(m).replace(
+        qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel), ctrl=jp.asarray(mjd.ctrl),
+        qfrc_applied=jp.asarray(mjd.qfrc_applied), time=jp.asarray(mjd.time),
+        qacc_warmstart=jp.asarray(mjd.qacc_warmstart))
+    mujoco.mj_step(mjm, mjd)
+    return m, d, mjd
+
+
+@pytest.mark.parametrize("autoreset", [True, False])
+def test_divergence_detection(autoreset):
+    from mjx_lite.forward import step
+
+    mjm = mujoco.MjModel.from_xml_string(DIVERGE_XML)
+    if not autoreset:
+        mjm.opt.disableflags |= DisableBit.AUTORESET
+    stepj = jax.jit(step)
+    for field, idx, val in (("qpos", 0, np.nan), ("qvel", 2, 1e11), ("qfrc_applied", 0, 1e12)):
+        m, d, mjd = _diverge_case(mjm, field, idx, val)
+        out = stepj(m, d)
+        np.testing.assert_array_equal(out.warning_count, [w.number for w in mjd.warning])
+        if autoreset and field == "qfrc_applied":
+            # documented difference: MuJoCo re-runs forward on the reset state and
+            # integrates it; step returns the reset state itself
+            np.testing.assert_array_equal(out.qpos, mjm.qpos0)
+            assert float(out.time) == 0.0 and not np.any(np.asarray(out.qvel))
+            continue
+        if field == "qpos" and not autoreset:
+            # NaN spreads to every dof in MuJoCo's dense solve, to the coupled ones here
+            assert np.isnan(np.asarray(out.qpos)[0]) and float(out.time) == mjd.time
+            continue
+        assert_close("qpos", out.qpos, mjd.qpos, 1e-12)
+        assert_close("qvel", out.qvel, mjd.qvel, 1e-12)
+        assert float(out.time) == mjd.time
+        np.testing.assert_array_equal(out.ctrl, mjd.ctrl)
+
+
+def test_divergence_resets_one_batch_member():
+    from mjx_lite import io
+    from mjx_lite.forward import step
+
+    m = interop.model_from_mujoco(mujoco.MjModel.from_xml_string(DIVERGE_XML))
+    d0 = io.make_data(m).replace(qvel=jp.linspace(0.1, 1.0, m.nv))
+    batch = jax.tree.map(lambda x: jp.stack([x] * 8), d0)
+    batch = batch.replace(qpos=batch.qpos.at[3, 0].set(jp.inf))
+    out = jax.jit(jax.vmap(step, in_axes=(None, 0)))(m, batch)
+    one = jax.jit(step)(m, d0)
+    for i in range(8):
+        if i == 3:
+            assert int(out.warning_count[i, 3]) == 1
+            assert np.all(np.isfinite(out.qpos[i])) and float(out.time[i]) == m.opt.timestep
+            continue
+        for a, b in zip(jax.tree.leaves(out), jax.tree.leaves(one)):
+            np.testing.assert_array_equal(a[i], b)
+
+
+def test_contact_with_zero_normal_jacobian_keeps_rows():
+    """A slider resting on the floor (pusher's object): its normal Jacobian is zero, yet
+    MuJoCo instantiates the contact rows, since a dof moves one of the bodies."""
+    xml = """<mujoco><worldbody><geom type="plane" size="1 1 .1"/>
+    <body pos="0 0 .099"><joint type="slide" axis="1 0 0"/><joint type="slide" axis="0 1 0"/>
+    <geom type="sphere" size=".1" condim="1"/></body></worldbody></mujoco>"""
+    mjm, mjd, m, d = setup(xml)
+    assert mjd.nefc == 1
+    compare_rows(mjm, mjd, d)

@@ -1,5 +1,6 @@
 """Parity of sensor.py (position, velocity and actuator-force sensors, every frame-sensor
-object and reference type, cutoff, the sensor disable bit) with MuJoCo 4.0 C."""
+object and reference type, rangefinder, camprojection, geom distance/normal/fromto, energy,
+touch/force/torque, cutoff, the sensor disable bit) with MuJoCo 4.0 C."""
 
 from __future__ import annotations
 
@@ -21,11 +22,19 @@ jax.config.update("jax_enable_x64", True)
 
 # Float64 parity (measured <= 3e-16): the same formulas in a different operation order.
 RTOL = 1e-6
+# Sensors reading contact / constraint forces of our own solve (measured 1e-9: the solver's
+# convergence, not the sensor formulas).
+RTOL_CONTACT = 1e-4
+# d.energy with the energy flag (measured 7e-15 absolute).
+ENERGY_ATOL = 1e-8
 ACCEPTANCE_FILE = pathlib.Path(__file__).parent / "acceptance" / "sensor.txt"
 
-# Sensor elements sensor.py computes; others (contact/force/ray/geom-distance) are removed
-# from the wheel's models before comparing.
+# Sensor elements computed on MuJoCo's state (force and torque read its cfrc_int); touch
+# needs our own contact forces (CONTACT_XML, full forward) and is removed from the wheel's
+# models here, as are the (unimplemented) contact sensors.
 SUPPORTED = {
+    "rangefinder", "camprojection", "force", "torque", "distance", "normal", "fromto",
+    "e_potential", "e_kinetic",
     "magnetometer", "jointpos", "tendonpos", "actuatorpos", "ballquat", "framepos",
     "framequat", "framexaxis", "frameyaxis", "framezaxis", "subtreecom", "clock",
     "insidesite", "velocimeter", "gyro", "jointvel", "tendonvel", "actuatorvel",
@@ -81,9 +90,12 @@ INLINE_XML = f"""
     </body>
     <body name="free" pos="0 .5 1">
       <freejoint/>
-      <geom type="sphere" size=".1"/>
+      <geom name="ball" type="sphere" size=".1"/>
       <site name="t1"/>
+      <site name="ray_free" pos="0 0 .12" euler="100 0 0"/>
     </body>
+    <camera name="eye" pos="0 -2 1" xyaxes="1 0 0 0 .5 1" resolution="64 48" fovy="50"/>
+    <site name="ray_world" pos="0 -.5 .6" euler="-90 0 0"/>
   </worldbody>
   <tendon>
     <fixed name="fix"><joint joint="h" coef="2"/><joint joint="sl" coef="-1"/></fixed>
@@ -118,6 +130,14 @@ INLINE_XML = f"""
     <insidesite site="cap_site" objtype="xbody" objname="b2"/>
     <insidesite site="ell_site" objtype="geom" objname="g2"/>
     <insidesite site="cyl_site" objtype="camera" objname="c2"/>
+    <rangefinder site="ray_world"/><rangefinder site="ray_world" cutoff=".7"/>
+    <rangefinder site="ray_free" data="dist dir origin point depth"/>
+    <camprojection site="s2" camera="eye"/><camprojection site="t1" camera="c1"/>
+    <distance geom1="g1" geom2="ball" cutoff="1"/><distance geom1="g2" geom2="ball" cutoff=".2"/>
+    <normal geom1="ball" body2="b1" cutoff="2"/><fromto body1="b2" geom2="ball" cutoff="2"/>
+    <fromto geom1="g1" geom2="ball" cutoff=".05"/>
+    <e_potential/><e_kinetic/>
+    <force site="s2"/><torque site="s2"/><force site="s1"/><torque site="t1"/>
   </sensor>
 </mujoco>
 """
@@ -154,6 +174,11 @@ def _random_states(mjm, mjd, count, seed, steps=0):
         mjd.time = rng.uniform(0, 3)
         for _ in range(steps):
             mujoco.mj_step(mjm, mjd)
+        # MuJoCo 4.0 with the energy flag: once mjData.flg_energyvel is set (first forward
+        # after a reset) it is never cleared, and the e_kinetic sensor then repeats the
+        # previous call's energy[1] (measured). mjx_lite reports the current kinetic energy,
+        # which is what MuJoCo computes with the flag cleared.
+        mjd.flg_energyvel = 0
         mujoco.mj_forward(mjm, mjd)
         yield
 
@@ -225,7 +250,7 @@ def test_grad_and_vmap(inline):
     def framepos(xpos):
         return jp.sum(sensor.sensor_pos(m, d0.replace(xpos=xpos)).sensordata[adr])
 
-    g = jax.grad(framepos)(d0.xpos)
+    g = jax.jit(jax.grad(framepos))(d0.xpos)
     assert np.all(np.isfinite(np.asarray(g)))
     batch = jax.vmap(lambda t: fn(d0.replace(time=t)).sensordata)(jp.arange(3.0))
     clock = mjm.sensor_adr[np.nonzero(mjm.sensor_type == SensorType.CLOCK)[0][0]]
@@ -240,6 +265,7 @@ def test_sensor_acceptance():
     models = [(p.name, mujoco.MjModel.from_xml_string(_strip(p)))
               for p in sorted((MJX_TEST_DATA / "sensor").glob("*.xml"))]
     models.append(("inline_every_type", mujoco.MjModel.from_xml_string(INLINE_XML)))
+    models.append(("energy", mujoco.MjModel.from_xml_string(ENERGY_XML)))
     for name, mjm in models:
         m = interop.model_from_mujoco(mjm)
         fn = _pipeline(m)
@@ -253,6 +279,26 @@ def test_sensor_acceptance():
             per_type[key] = max(per_type.get(key, 0.0), float(worst[i]))
         lines.append(f"{name}: " + ", ".join(f"{k} {v:.1e}" for k, v in sorted(per_type.items())))
         assert not _report(mjm, worst, RTOL), (name, _report(mjm, worst, RTOL))
+    # contact model: our own forward (collision, constraint solve, rne_post_constraint)
+    mjm = mujoco.MjModel.from_xml_string(CONTACT_XML)
+    m = interop.model_from_mujoco(mjm)
+    fn = _forward_fn(m)
+    mjd = mujoco.MjData(mjm)
+    worst = np.zeros(mjm.nsensor)
+    ncon = []
+    for _ in _contact_states(mjm, mjd, 5, seed=7):
+        worst = np.maximum(worst, _contact_errors(mjm, mjd, m, fn))
+        ncon.append(mjd.ncon)
+    per_type = {}
+    for i, t in enumerate(mjm.sensor_type):
+        key = SensorType(t).name
+        per_type[key] = max(per_type.get(key, 0.0), float(worst[i]))
+    lines.append(f"contact (full forward, ncon {min(ncon)}-{max(ncon)}, tolerance "
+                 f"{RTOL_CONTACT:g} for {', '.join(t.name for t in _CONTACT_TYPES)}): "
+                 + ", ".join(f"{k} {v:.1e}" for k, v in sorted(per_type.items())))
+    tol = _contact_tol(mjm)
+    bad = np.nonzero(~(worst <= tol))[0]
+    assert not bad.size, [(SensorType(mjm.sensor_type[i]).name, worst[i]) for i in bad]
     ACCEPTANCE_FILE.write_text("\n".join(lines) + "\n")
 
 
@@ -305,3 +351,187 @@ def test_limit_sensors_from_constraint_rows():
         ours = np.asarray(fn(d).sensordata)
         err = np.abs(ours - mjd.sensordata) / (1.0 + np.abs(mjd.sensordata))
         assert err.max() <= RTOL, (qpos, ours, mjd.sensordata)
+
+
+# Energy: gravity, polynomial joint springs (hinge, slide, ball, free) and tendon springs
+# with a deadband; contacts off so the forward pass stays small.
+ENERGY_XML = """
+<mujoco>
+  <option gravity="0.3 -0.2 -9.81"><flag energy="enable" contact="disable"/></option>
+  <worldbody>
+    <site name="w" pos="0 0 1"/>
+    <body name="a" pos="0 0 1">
+      <joint name="h" type="hinge" axis="0 1 0" stiffness="3 .5 .8" springref="0.2"/>
+      <geom size=".1" pos=".2 0 0" mass="1.3"/>
+      <body pos=".3 0 0">
+        <joint name="s" type="slide" axis="1 0 0" stiffness="2 .5 .8" armature=".1"/>
+        <geom type="box" size=".1 .05 .02"/>
+        <site name="t" pos=".1 0 0"/>
+        <body pos=".2 0 0">
+          <joint type="ball" stiffness="1.5 .5 .8"/><geom type="capsule" size=".03 .1"/>
+        </body>
+      </body>
+    </body>
+    <body pos="1 0 1"><geom size=".1"/><joint type="free" stiffness="0.7 .5 .8"/></body>
+  </worldbody>
+  <tendon>
+    <spatial stiffness="4 .5 .8" springlength="0.3 0.5"><site site="w"/><site site="t"/></spatial>
+    <fixed stiffness="2 .5 .8"><joint joint="h" coef="1"/><joint joint="s" coef="-2"/></fixed>
+  </tendon>
+  <sensor><e_potential/><e_kinetic/><clock/></sensor>
+</mujoco>
+"""
+
+
+def _forward_fn(m):
+    import importlib
+
+    forward = importlib.import_module("mjx_lite.forward")
+    return jax.jit(lambda d: forward.forward(m, d))
+
+
+def test_energy_flag_matches_mujoco():
+    """d.energy (potential in the position stage, kinetic in the velocity stage) and the
+    energy sensors after mj_forward."""
+    mjm = mujoco.MjModel.from_xml_string(ENERGY_XML)
+    m = interop.model_from_mujoco(mjm)
+    fn = _forward_fn(m)
+    mjd = mujoco.MjData(mjm)
+    for _ in _random_states(mjm, mjd, 3, seed=5):
+        d = interop.data_from_mujoco(mjm, mjd, m)
+        out = fn(d.replace(energy=jp.zeros(2), sensordata=jp.zeros_like(d.sensordata)))
+        np.testing.assert_allclose(np.asarray(out.energy), mjd.energy, rtol=0,
+                                   atol=ENERGY_ATOL)
+        np.testing.assert_allclose(np.asarray(out.sensordata), mjd.sensordata, rtol=0,
+                                   atol=ENERGY_ATOL)
+
+
+@pytest.mark.parametrize("sensors", ["<e_potential/><e_kinetic/>", "<e_kinetic/>",
+                                     "<e_potential/>"])
+def test_energy_sensors_without_flag(sensors):
+    """Without the flag MuJoCo 4.0 fills d.energy from an e_potential sensor only (and the
+    kinetic entry when an e_kinetic sensor exists too); the sensors are right either way."""
+    xml = ENERGY_XML.replace('energy="enable" ', "").replace(
+        "<e_potential/><e_kinetic/><clock/>", sensors)
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    m = interop.model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    next(_random_states(mjm, mjd, 1, seed=6))
+    d = interop.data_from_mujoco(mjm, mjd, m)
+    d = d.replace(energy=jp.zeros(2), sensordata=jp.zeros_like(d.sensordata))
+    out = sensor.sensor_pos(m, d)
+    np.testing.assert_allclose(np.asarray(out.energy), mjd.energy, rtol=0, atol=ENERGY_ATOL)
+    np.testing.assert_allclose(np.asarray(out.sensordata), mjd.sensordata, rtol=0,
+                               atol=ENERGY_ATOL)
+
+
+def test_unsupported_raise_clearly():
+    import mjx_lite
+
+    cam = """<mujoco><worldbody><camera name="c" resolution="4 3"/><geom size=".1"/>
+      </worldbody><sensor><rangefinder camera="c"/></sensor></mujoco>"""
+    m = mjx_lite.load_model_from_string(cam)
+    with pytest.raises(NotImplementedError, match="camera"):
+        sensor.sensor_pos(m, mjx_lite.make_data(m))
+    normal = cam.replace('<rangefinder camera="c"/>', '<rangefinder site="s" data="normal"/>')
+    normal = normal.replace("<geom", '<site name="s"/><geom')
+    m = mjx_lite.load_model_from_string(normal)
+    with pytest.raises(NotImplementedError, match="normal"):
+        sensor.sensor_pos(m, mjx_lite.make_data(m))
+    hfield = """<mujoco><asset><hfield name="h" nrow="2" ncol="2" size="1 1 1 1"/></asset>
+      <option><flag contact="disable"/></option><worldbody>
+      <geom name="a" type="cylinder" size=".1 .1"/><geom name="b" type="hfield" hfield="h"/>
+      </worldbody><sensor><distance geom1="a" geom2="b"/></sensor></mujoco>"""
+    m = mjx_lite.load_model_from_string(hfield)
+    with pytest.raises(NotImplementedError, match="hfield-cylinder"):
+        sensor.sensor_pos(m, mjx_lite.make_data(m))
+    with pytest.raises(mjx_lite.MJCFError, match="sensorsize"):
+        mjx_lite.load_model_from_string(
+            """<mujoco><worldbody><camera name="c" resolution="4 3" sensorsize=".1 .1"
+            focal=".1 .1"/><site name="s"/></worldbody>
+            <sensor><camprojection site="s" camera="c"/></sensor></mujoco>""")
+
+
+# Touch, force, torque and acceleration sensors on contacts: a box resting on a plane (touch
+# zones larger than its faces so no contact lies on a zone boundary), a ball, a capsule, a
+# two-link arm pressing on the floor.
+CONTACT_XML = """
+<mujoco>
+  <option timestep="0.005"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="3 3 .1"/>
+    <site name="floor_zone" type="box" size="2 2 .05"/>
+    <body name="box" pos="0 0 .11">
+      <freejoint/>
+      <geom name="box" type="box" size=".1 .1 .1" mass="1"/>
+      <site name="box_bottom" type="box" size=".12 .12 .03" pos="0 0 -.1"/>
+      <site name="box_center" pos="0 0 0" euler="10 20 30"/>
+    </body>
+    <body name="ball" pos=".02 .01 .35">
+      <freejoint/>
+      <geom name="ball" type="sphere" size=".08" mass=".5"/>
+      <site name="ball_zone" type="sphere" size=".09"/>
+    </body>
+    <body name="arm" pos=".5 0 .3">
+      <joint name="hinge" type="hinge" axis="0 1 0"/>
+      <geom name="upper" type="capsule" fromto="0 0 0 .3 0 0" size=".04"/>
+      <site name="arm_base" pos=".05 0 0" euler="0 0 20"/>
+      <body name="fore" pos=".3 0 0">
+        <joint name="elbow" type="hinge" axis="0 1 0" range="-1.5 1.5"/>
+        <geom name="fore" type="capsule" fromto="0 0 0 0 0 -.3" size=".04"/>
+        <site name="tip" type="capsule" size=".05 .05" pos="0 0 -.3"/>
+        <site name="elbow_site" pos="0 0 -.05" euler="30 0 0"/>
+      </body>
+    </body>
+    <body name="cyl" pos="-.4 .3 .12" euler="90 0 0">
+      <freejoint/>
+      <geom name="cyl" type="capsule" size=".06 .1"/>
+      <site name="cyl_zone" type="cylinder" size=".07 .12"/>
+      <site name="cyl_ell" type="ellipsoid" size=".07 .07 .12"/>
+    </body>
+  </worldbody>
+  <actuator><motor joint="hinge" gear="5"/><motor joint="elbow"/></actuator>
+  <sensor>
+    <touch site="floor_zone"/><touch site="box_bottom"/><touch site="ball_zone"/>
+    <touch site="tip"/><touch site="cyl_zone"/><touch site="cyl_ell"/>
+    <force site="box_center"/><torque site="box_center"/><force site="arm_base"/>
+    <torque site="arm_base"/><force site="elbow_site"/><torque site="elbow_site"/>
+    <force site="ball_zone"/><torque site="cyl_zone"/>
+    <accelerometer site="box_center"/><framelinacc objtype="body" objname="fore"/>
+    <jointlimitfrc joint="elbow"/>
+    <distance geom1="ball" geom2="box" cutoff="1"/><normal body1="arm" body2="cyl" cutoff="2"/>
+    <fromto geom1="fore" geom2="floor" cutoff="1"/><distance body1="box" geom2="upper" cutoff=".1"/>
+    <rangefinder site="box_center"/>
+    <e_potential/><e_kinetic/>
+  </sensor>
+</mujoco>
+"""
+# sensors whose values depend on the constraint solve
+_CONTACT_TYPES = (SensorType.TOUCH, SensorType.FORCE, SensorType.TORQUE,
+                  SensorType.ACCELEROMETER, SensorType.FRAMELINACC, SensorType.JOINTLIMITFRC)
+
+
+def _contact_errors(mjm, mjd, m, fn):
+    """Per-sensor error of our full forward at MuJoCo's state (after its mj_forward)."""
+    d = interop.data_from_mujoco(mjm, mjd, m)
+    ours = np.asarray(fn(d.replace(sensordata=jp.zeros_like(d.sensordata))).sensordata)
+    err = np.abs(ours - mjd.sensordata) / (1.0 + np.abs(mjd.sensordata))
+    return np.array([err[a:a + n].max() for a, n in zip(mjm.sensor_adr, mjm.sensor_dim)])
+
+
+def _contact_tol(mjm):
+    return np.where(np.isin(mjm.sensor_type, _CONTACT_TYPES), RTOL_CONTACT, RTOL)
+
+
+def _contact_states(mjm, mjd, count, seed):
+    """States after 200 MuJoCo steps from rest with random controls: objects in contact."""
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        mujoco.mj_resetData(mjm, mjd)
+        mjd.ctrl[:] = rng.normal(size=mjm.nu)
+        mjd.qvel[:] = 0.3 * rng.normal(size=mjm.nv)
+        for _ in range(200):
+            mujoco.mj_step(mjm, mjd)
+        mujoco.mj_forward(mjm, mjd)
+        assert mjd.ncon > 0
+        yield

@@ -20,11 +20,9 @@ from parity import assert_close, rel_error
 
 jax.config.update("jax_enable_x64", True)
 
-# Float64 parity: closed-form wrapping agrees to rounding (measured <= 2e-15).
+# Float64 parity: closed-form wrapping agrees to rounding (measured <= 2e-15); inside
+# wrapping runs MuJoCo 4.0's Newton iteration step for step (measured <= 2e-15).
 RTOL = 1e-8
-# Inside wrapping (sidesite inside the geom) runs MuJoCo's Newton iteration with a stopping
-# tolerance, so its contact point agrees to the solver's resolution (measured 1.2e-8 on J).
-INSIDE_RTOL = 5e-8
 ACCEPTANCE_FILE = pathlib.Path(__file__).parent / "acceptance" / "tendon.txt"
 TENDON_DIR = MJX_TEST_DATA / "tendon"
 
@@ -125,10 +123,9 @@ def test_wheel_models(name):
     mjm = mujoco.MjModel.from_xml_path(str(TENDON_DIR / name))
     m = interop.model_from_mujoco(mjm)
     fn = _stage(m)
-    rtol = INSIDE_RTOL if name == "wrap_sidesite.xml" else RTOL
     for qpos in _states(mjm, 4):
         e_len, e_j, e_path, _, _ = _compare(mjm, m, fn, qpos)
-        assert max(e_len, e_j, e_path) <= rtol, (name, e_len, e_j, e_path)
+        assert max(e_len, e_j, e_path) <= RTOL, (name, e_len, e_j, e_path)
 
 
 def test_inline_wrap_types(inline):
@@ -140,9 +137,8 @@ def test_inline_wrap_types(inline):
         mjd.qpos[:] = qpos
         mujoco.mj_forward(mjm, mjd)
         for t in range(mjm.ntendon):
-            tol = INSIDE_RTOL if mjm.tendon(t).name == "cyl_inside" else RTOL
-            assert_close(f"ten_length[{t}]", ours.ten_length[t], mjd.ten_length[t], tol)
-            assert_close(f"ten_J[{t}]", ours.ten_J[t], d.ten_J[t], tol)
+            assert_close(f"ten_length[{t}]", ours.ten_length[t], mjd.ten_length[t], RTOL)
+            assert_close(f"ten_J[{t}]", ours.ten_J[t], d.ten_J[t], RTOL)
         wrapped += (mjd.ten_wrapnum > np.asarray([3, 3, 3, 3, 7, 0]))
     # every geom tendon wrapped in at least one sampled state
     assert np.all(wrapped[:4] > 0), wrapped
@@ -239,6 +235,5 @@ def test_tendon_acceptance():
         for qpos in _states(mjm, 30, seed=11):
             worst = np.maximum(worst, _compare(mjm, m, fn, qpos)[:3])
         lines.append(f"{name}: {worst[0]:.2e} {worst[1]:.2e} {worst[2]:.2e}")
-        inside = name in ("wrap_sidesite.xml", "inline_wrap_pulley")
-        assert np.all(worst <= (INSIDE_RTOL if inside else RTOL)), (name, worst)
+        assert np.all(worst <= RTOL), (name, worst)
     ACCEPTANCE_FILE.write_text("\n".join(lines) + "\n")

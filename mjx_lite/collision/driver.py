@@ -6,15 +6,20 @@ parameters"), written to ``d.contact`` with a static number of slots.
 Slot layout: groups in key order, each group ``npair * NCON`` slots, pair-major. Slot order
 is therefore by type key, not MuJoCo's pair order; compare contacts as sets. Contacts per
 pair (``NCON``): 1 for any pair with a sphere or ellipsoid, 2 plane-capsule, 4 plane-cylinder,
-4 plane-box, 2 capsule-capsule, 2 capsule-box: the most each collider can return, so no
-contact is ever dropped (and no contact-full warning is needed).
+4 plane-box, 2 capsule-capsule, 2 capsule-box, 8 box-box (``box``), 1 for the general convex
+solver (``convex``: GJK/EPA): the most each collider can return, so no contact is ever
+dropped (and no contact-full warning is needed).
 
 Culling is a mask: a culled pair still runs its collider (fixed shapes under jit/vmap), so it
 saves no work yet; it reproduces MuJoCo's filter, whose result the colliders never change.
-Pair types without a collider here (box-box; ellipsoid with capsule, ellipsoid, cylinder, box
-or mesh; cylinder-cylinder, capsule-cylinder, cylinder-box; mesh; hfield) make ``collision``
-raise NotImplementedError when it is traced: a model whose geoms could touch that way is not
-simulated silently without those contacts (disable contacts, or the pair, to run it anyway).
+The convex solver serves the pairs for which MuJoCo 4.0 returns one contact: sphere-mesh and
+ellipsoid with capsule, ellipsoid, cylinder, box or mesh; with ``multiccd`` disabled also
+capsule-cylinder, capsule-mesh, cylinder-cylinder, cylinder-box, cylinder-mesh, box-mesh and
+mesh-mesh. Pair types without a collider here (those last seven under MuJoCo 4.0's default
+single-shot multi-contact; plane-mesh, whose 4.0 collider returns up to four hull-face
+vertices; hfield) make ``collision`` raise NotImplementedError when it is traced: a model
+whose geoms could touch that way is not simulated silently without those contacts (disable
+contacts, the pair, or multiccd to run it anyway).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.collision import primitive
+from mjx_lite.collision import box, convex, primitive
 from mjx_lite.collision.pairs import PairGroup, pair_groups
 from mjx_lite.collision.types import EMPTY_DIST, Contact, make_frame
 from mjx_lite.types import Data, DisableBit, EnableBit, GeomType, Model
@@ -43,13 +48,34 @@ COLLIDERS = {
     (_G.SPHERE, _G.BOX): primitive.sphere_box,
     (_G.CAPSULE, _G.CAPSULE): primitive.capsule_capsule,
     (_G.CAPSULE, _G.BOX): primitive.capsule_box,
+    (_G.BOX, _G.BOX): box.box_box,
 }
+# pairs MuJoCo routes to its convex solver that always give one contact (a sphere or an
+# ellipsoid is involved): GJK/EPA here
+for _t in [(_G.SPHERE, _G.MESH), (_G.CAPSULE, _G.ELLIPSOID), (_G.ELLIPSOID, _G.ELLIPSOID),
+           (_G.ELLIPSOID, _G.CYLINDER), (_G.ELLIPSOID, _G.BOX), (_G.ELLIPSOID, _G.MESH)]:
+    COLLIDERS[_t] = convex.make_convex(*_t)
+# the other convex-solver pairs give one contact only with multiccd disabled (mj_maxContact);
+# MuJoCo 4.0's single-shot multi-contact for them is not implemented here
+SINGLE_CCD = {_t: convex.make_convex(*_t) for _t in [
+    (_G.CAPSULE, _G.CYLINDER), (_G.CAPSULE, _G.MESH), (_G.CYLINDER, _G.CYLINDER),
+    (_G.CYLINDER, _G.BOX), (_G.CYLINDER, _G.MESH), (_G.BOX, _G.MESH), (_G.MESH, _G.MESH)]}
 MINVAL = 1e-15
+
+
+def collider(m: Model, types):
+    """The collider for a (type1, type2) key under the model's flags, or None."""
+    types = tuple(int(t) for t in types)
+    if types in COLLIDERS:
+        return COLLIDERS[types]
+    if m.opt.disableflags & DisableBit.MULTICCD:
+        return SINGLE_CCD.get(types)
+    return None
 
 
 def _groups(m: Model) -> tuple[PairGroup, ...]:
     """The candidate pair groups that have a collider here."""
-    return tuple(g for g in pair_groups(m) if tuple(g.types) in COLLIDERS)
+    return tuple(g for g in pair_groups(m) if collider(m, g.types) is not None)
 
 
 def missing_colliders(m: Model) -> list[str]:
@@ -57,14 +83,25 @@ def missing_colliders(m: Model) -> list[str]:
     if m.opt.disableflags & (DisableBit.CONSTRAINT | DisableBit.CONTACT):
         return []
     return ["-".join(_G(t).name.lower() for t in g.types) + f" ({len(g.geom1)} pairs)"
-            for g in pair_groups(m) if tuple(g.types) not in COLLIDERS]
+            for g in pair_groups(m) if collider(m, g.types) is None]
 
 
 def contact_budget(m: Model) -> int:
     """Static number of contact slots: sum over candidate pairs of their contact cap."""
     if m.opt.disableflags & (DisableBit.CONSTRAINT | DisableBit.CONTACT):
         return 0
-    return int(sum(len(g.geom1) * COLLIDERS[tuple(g.types)].NCON for g in _groups(m)))
+    return int(sum(len(g.geom1) * collider(m, g.types).NCON for g in _groups(m)))
+
+
+def _mesh_verts(m: Model, geoms: np.ndarray) -> jax.Array:
+    """(n, nmax, 3) vertices of each geom's mesh, padded by repeating its first vertex (the
+    support function is a max over vertices, so padding changes nothing)."""
+    data = np.asarray(m.geom_dataid)[geoms]
+    adr = np.asarray(m.mesh_vertadr)[data]
+    num = np.asarray(m.mesh_vertnum)[data]
+    k = np.arange(int(num.max()))
+    idx = adr[:, None] + np.where(k[None] < num[:, None], k[None], 0)
+    return jp.asarray(m.mesh_vert)[idx]
 
 
 def _mix(m: Model, g1: np.ndarray, g2: np.ndarray):
@@ -152,12 +189,16 @@ def collision(m: Model, d: Data) -> Data:
                          ncon=jp.zeros((), dtype=jp.int32))
     parts = []
     for grp in _groups(m):
-        fn = COLLIDERS[tuple(grp.types)]
+        fn = collider(m, grp.types)
         g1, g2 = grp.geom1, grp.geom2
         margin, gap, condim, friction, solref, solreffriction, solimp = _params(m, grp)
-        dist, pos, normal, tangent, valid = jax.vmap(fn)(
-            d.geom_xpos[g1], d.geom_xmat[g1], m.geom_size[g1],
-            d.geom_xpos[g2], d.geom_xmat[g2], m.geom_size[g2], margin + gap)
+        args = [d.geom_xpos[g1], d.geom_xmat[g1], m.geom_size[g1],
+                d.geom_xpos[g2], d.geom_xmat[g2], m.geom_size[g2], margin + gap]
+        mesh = getattr(fn, "MESH", None)
+        if mesh is not None:
+            args += [_mesh_verts(m, g1).astype(d.geom_xpos.dtype) if mesh[0] else None,
+                     _mesh_verts(m, g2).astype(d.geom_xpos.dtype) if mesh[1] else None]
+        dist, pos, normal, tangent, valid = jax.vmap(fn)(*args)
         valid = valid & _sphere_cull(m, d, g1, g2, margin + gap)[:, None]
         n = fn.NCON
         rep = lambda x, n=n: jp.repeat(jp.asarray(x), n, axis=0)  # noqa: E731

@@ -158,7 +158,20 @@ def _mesh_fields(meshes: dict) -> dict:
         mesh_pos=np.array([m.pos for m in order], dtype=float).reshape(n, 3),
         mesh_quat=np.array([m.quat for m in order], dtype=float).reshape(n, 4),
         mesh_scale=np.array([m.scale for m in order], dtype=float).reshape(n, 3),
+        **_graph_fields(order),
     )
+
+
+def _graph_fields(order: list) -> dict:
+    """nmeshgraph, mesh_graphadr (-1 for a mesh without hull), mesh_graph (MuJoCo layout)."""
+    from mjx_lite.compiler import mesh as mesh_module
+
+    graphs = [mesh_module.mesh_graph(m) for m in order]
+    sizes = np.array([len(g) for g in graphs], dtype=np.int64)
+    adr = np.concatenate([[0], np.cumsum(sizes)[:-1]]) if graphs else np.zeros(0)
+    adr = np.where(sizes > 0, adr, -1).astype(np.int32)
+    graph = np.concatenate(graphs).astype(np.int32) if graphs else np.zeros(0, np.int32)
+    return dict(nmeshgraph=int(sizes.sum()), mesh_graphadr=adr, mesh_graph=graph)
 
 
 def _hfield_fields(hfields: dict) -> dict:
@@ -298,7 +311,7 @@ def compile_spec(spec: Spec) -> Model:
         # Wrapping tendons and slider-crank/refsite transmissions: the JAX path (slower).
         from mjx_lite import const
 
-        model = const.set_const(model)
+        model = const.set_const(model, meaninertia=True)
     if ctx.lengthrange_actuators:
         ids = ctx.lengthrange_actuators
         ranges = lengthrange.compute(model, ids, lengthrange.settings(spec),

@@ -763,3 +763,28 @@ def default_mesh_name(filename: str) -> str:
     """A mesh without a name takes its file's name without path or extension (asset/mesh)."""
     base = _NAME_RE.split(filename)[-1]
     return base[: base.rfind(".")] if "." in base else base
+
+
+def mesh_graph(result: MeshResult) -> np.ndarray:
+    """The convex hull as MuJoCo's ``mesh_graph`` record (empty when no hull was built).
+
+    Layout: numvert, numface, vert_edgeadr (numvert), vert_globalid (numvert), edge_localid
+    (each hull vertex's neighbours as local ids, every list ended by -1: numvert + 3 numface
+    entries), face_globalid (3 numface). Collision uses it to find the hull neighbours of a
+    support vertex (plane-mesh extra contacts). Neighbour order follows the hull faces, which
+    may differ from MuJoCo's qhull traversal order.
+    """
+    ids, face = result.hull_vert, result.hull_face
+    if len(ids) == 0:
+        return np.zeros(0, np.int32)
+    local = {int(g): i for i, g in enumerate(ids)}
+    nbrs: list[list[int]] = [[] for _ in ids]
+    for a, b in np.asarray(result.hull_edge).tolist():
+        nbrs[local[a]].append(local[b])
+        nbrs[local[b]].append(local[a])
+    adr, edges = [], []
+    for lst in nbrs:
+        adr.append(len(edges))  # into edge_localid
+        edges.extend(sorted(lst) + [-1])
+    out = [len(ids), len(face), *adr, *ids.tolist(), *edges, *face.reshape(-1).tolist()]
+    return np.asarray(out, np.int32)

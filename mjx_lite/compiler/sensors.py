@@ -168,6 +168,11 @@ def build_sensors(ctx: Context) -> dict:
         elif el.tag == "camprojection":
             reftype = ObjType.CAMERA
             refid = ctx.lookup("cam", el.get("camera"), el, "camera")
+            cam_el = ctx.elements.get("cam", [None] * (refid + 1))[refid]
+            if cam_el is not None and (cam_el.has("sensorsize") or cam_el.has("focal")
+                                       or cam_el.has("focalpixel")):
+                raise el.error("unsupported: camprojection with a camera given by sensorsize"
+                               " / focal (intrinsics) is not implemented by mjx_lite")
         elif el.tag == "rangefinder":
             objtype, objid = _either(ctx, el, (("site", ObjType.SITE, "site"),
                                                ("camera", ObjType.CAMERA, "cam")), True)

@@ -1,0 +1,172 @@
+"""Gradient benchmark: forward rollout vs its gradients, mjx_lite next to MJX.
+
+    python benchmarks/grad.py                          # humanoid and ant, 100 steps, batch 1 64
+    python benchmarks/grad.py --models cartpole --steps 20 --batches 1 --no-mjx
+
+For each model and batch size: jit seconds, run seconds and peak memory (XLA's buffer
+assignment: arguments + outputs + temporaries of the compiled program) of
+  forward     a vmapped ``lax.scan`` rollout of ``step`` with open-loop controls,
+  unroll      jax.grad of a loss of the final state w.r.t. the controls, through the iterations,
+  checkpoint  the same with ``jax.checkpoint`` per step (rollout(checkpoint=True)),
+  implicit    the implicit solver adjoint with the early-exit loop,
+each also as a ratio to the forward rollout; then MJX's forward and gradient at
+``iterations=1`` (its solver's while_loop is reverse-differentiable only then). float32.
+Disable the persistent compilation cache when measuring jit seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import time
+
+import jax
+import jax.numpy as jp
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _model_path(name: str) -> pathlib.Path:
+    local = ROOT / "models" / f"{name}.xml"
+    if local.exists():
+        return local
+    import importlib.util
+
+    spec = importlib.util.find_spec("gymnasium")
+    gym = pathlib.Path(next(iter(spec.submodule_search_locations))) / "envs/mujoco/assets"
+    return gym / f"{name}.xml"
+
+
+def _measure(fn, *args) -> dict:
+    """jit seconds (lower + compile), warm run seconds, peak bytes of the compiled program."""
+    t0 = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    jit_s = time.perf_counter() - t0
+    jax.block_until_ready(compiled(*args))
+    t0 = time.perf_counter()
+    jax.block_until_ready(compiled(*args))
+    run_s = time.perf_counter() - t0
+    mem = compiled.memory_analysis()
+    peak = None
+    if mem is not None:
+        peak = (mem.argument_size_in_bytes + mem.output_size_in_bytes
+                + mem.temp_size_in_bytes - mem.alias_size_in_bytes)
+    return {"jit_s": jit_s, "run_s": run_s, "peak_mb": None if peak is None else peak / 2**20}
+
+
+def _programs(step, m, d, nsteps: int, rollout=None):
+    """forward(ctrls) and loss(ctrls) over a batch: ctrls (B, T, nu), d batched."""
+
+    def one(d, ctrls, step_fn, checkpoint=False):
+        def body(d, u):
+            return step_fn(m, d.replace(ctrl=u)), None
+
+        if checkpoint:
+            body = jax.checkpoint(body)
+        d, _ = jax.lax.scan(body, d, ctrls)
+        return jp.sum(d.qpos**2) + jp.sum(d.qvel**2)
+
+    def forward(db, ctrls, step_fn=step):
+        return jax.vmap(lambda d, c: one(d, c, step_fn))(db, ctrls)
+
+    def grad(db, ctrls, step_fn=step, checkpoint=False):
+        f = lambda c: jp.sum(jax.vmap(lambda d, u: one(d, u, step_fn, checkpoint))(db, c))  # noqa: E731
+        return jax.grad(f)(ctrls)
+
+    return forward, grad
+
+
+def _batch(d, batch: int, key):
+    def one(k):
+        return d.replace(qvel=d.qvel + 0.01 * jax.random.normal(k, d.qvel.shape, d.qvel.dtype))
+
+    return jax.vmap(one)(jax.random.split(key, batch))
+
+
+def bench_mjx_lite(path, batches, nsteps: int) -> dict:
+    import mjx_lite
+
+    m = mjx_lite.load_model(path)
+    d = mjx_lite.make_data(m)
+    forward, grad = _programs(mjx_lite.step, m, d, nsteps)
+    implicit = lambda mm, dd: mjx_lite.step(mm, dd, loop="early_exit", adjoint="implicit")  # noqa: E731
+    out = {}
+    for b in batches:
+        db = _batch(d, b, jax.random.key(0))
+        ctrls = jp.zeros((b, nsteps, m.nu), d.qpos.dtype)
+        out[b] = {
+            "forward": _measure(forward, db, ctrls),
+            "unroll": _measure(grad, db, ctrls),
+            "checkpoint": _measure(lambda x, c: grad(x, c, checkpoint=True), db, ctrls),
+            "implicit": _measure(lambda x, c: grad(x, c, step_fn=implicit), db, ctrls),
+        }
+    return out
+
+
+def bench_mjx(path, batches, nsteps: int) -> dict:
+    import mujoco
+    from mujoco import mjx
+
+    mjm = mujoco.MjModel.from_xml_path(str(path))
+    mjm.opt.iterations = 1
+    try:
+        m = mjx.put_model(mjm)
+        d = mjx.make_data(m)
+    except Exception as e:  # noqa: BLE001 - MJX rejects some features; report, don't crash
+        return {"error": f"{type(e).__name__}: {e}"[:120]}
+    forward, grad = _programs(mjx.step, m, d, nsteps)
+    out = {}
+    for b in batches:
+        db = _batch(d, b, jax.random.key(0))
+        ctrls = jp.zeros((b, nsteps, mjm.nu), jp.float32)
+        res = {}
+        for name, fn in (("forward", forward), ("unroll", grad)):
+            try:
+                res[name] = _measure(fn, db, ctrls)
+            except Exception as e:  # noqa: BLE001
+                res[name] = {"error": type(e).__name__}
+        out[b] = res
+    return out
+
+
+def _fmt(name: str, r: dict, base: dict | None) -> str:
+    if "error" in r:
+        return f"    {name:<10} error: {r['error']}"
+    s = f"    {name:<10} jit {r['jit_s']:7.1f} s  run {r['run_s'] * 1e3:9.1f} ms"
+    if r["peak_mb"] is not None:
+        s += f"  peak {r['peak_mb']:8.1f} MB"
+    if base is not None and "error" not in base:
+        s += (f"  | x forward: run {r['run_s'] / base['run_s']:5.2f}  jit "
+              f"{r['jit_s'] / base['jit_s']:5.2f}")
+        if r["peak_mb"] is not None and base["peak_mb"]:
+            s += f"  mem {r['peak_mb'] / base['peak_mb']:6.1f}"
+    return s
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", nargs="+", default=["humanoid", "ant"])
+    parser.add_argument("--batches", nargs="+", type=int, default=[1, 64])
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--no-mjx", action="store_true")
+    args = parser.parse_args()
+    print(f"device {jax.devices()[0].device_kind}, float32, {args.steps} steps")
+    for name in args.models:
+        path = _model_path(name)
+        results = {"mjx_lite": bench_mjx_lite(path, args.batches, args.steps)}
+        if not args.no_mjx:
+            results["MJX (iterations=1)"] = bench_mjx(path, args.batches, args.steps)
+        for engine, res in results.items():
+            print(f"{name} / {engine}")
+            if "error" in res:
+                print(f"  error: {res['error']}")
+                continue
+            for b, rows in res.items():
+                print(f"  batch {b}")
+                base = rows.get("forward")
+                for k, r in rows.items():
+                    print(_fmt(k, r, None if k == "forward" else base))
+
+
+if __name__ == "__main__":
+    main()

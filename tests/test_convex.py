@@ -1,0 +1,263 @@
+"""The general convex collider (GJK/EPA) against MuJoCo 4.0's native convex pipeline.
+
+Contacts are compared as sets (``test_collision.compare``). The tolerances are the issue's
+for convex-solver pairs: dist max(1e-5, 10 ccd_tolerance size), normal and pos 1e-4.
+
+MuJoCo's EPA stops once its polytope bound is within ccd_tolerance of its support bound; on
+curved surfaces and deep penetrations that leaves its normal up to ~1e-1 and its depth up to
+~1e-4 from the true optimum (checked here against an independent optimizer of the support
+functions). Where MuJoCo is further than the tolerance from ours, the test therefore checks
+that ours is the true optimum and MuJoCo's is not: ``dist`` equals the independent optimum to
+1e-7 and MuJoCo's normal is a worse separating direction than ours. Such states are counted
+and reported (tests/acceptance/collision_convex.txt), never silently passed.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import mujoco
+import numpy as np
+import pytest
+import test_collision as tc
+from scipy.optimize import minimize
+
+from conftest import MJX_TEST_DATA, MODELS_DIR
+
+TOL = {"dist": 1e-5, "pos": 1e-4, "frame": 1e-4, "params": 1e-8}
+# our depth must equal the independent optimum this closely (EPA_ITERS = 64 reaches ~2e-7 on
+# curved pairs) where MuJoCo's EPA stops short
+ORACLE_TOL = 1e-6
+ACCEPTANCE_FILE = pathlib.Path(__file__).parent / "acceptance" / "collision_convex.txt"
+
+ASSETS = f"""<asset>
+  <mesh name="pebble" file="{MODELS_DIR / 'assets' / 'pebble.stl'}" scale="2 2 2"/>
+  <mesh name="rock" file="{MODELS_DIR / 'assets' / 'rock.obj'}" scale="2 2 2"/>
+  <mesh name="dodecahedron" file="{MJX_TEST_DATA / 'meshes' / 'dodecahedron.stl'}"
+        scale="0.1 0.1 0.1"/>
+</asset>"""
+
+GEOM = {
+    "plane": '<geom type="plane" size="5 5 1"/>',
+    "sphere": '<geom type="sphere" size="0.15"/>',
+    "capsule": '<geom type="capsule" size="0.1 0.2"/>',
+    "ellipsoid": '<geom type="ellipsoid" size="0.2 0.3 0.1"/>',
+    "ellipsoid2": '<geom type="ellipsoid" size="0.15 0.1 0.25"/>',
+    "cylinder": '<geom type="cylinder" size="0.15 0.2"/>',
+    "box": '<geom type="box" size="0.2 0.15 0.1"/>',
+    # a subdivided icosphere (642 hull vertices, models/assets/make_meshes.py)
+    "pebble": '<geom type="mesh" mesh="pebble"/>',
+    "rock": '<geom type="mesh" mesh="rock"/>',
+    "dodecahedron": '<geom type="mesh" mesh="dodecahedron"/>',
+}
+
+NOMULTI = 'multiccd="disable"'
+# pair name -> (geom1, geom2, extra option flags); MuJoCo returns one contact for these
+PAIRS = {
+    "capsule_ellipsoid": ("capsule", "ellipsoid", ""),
+    "ellipsoid_ellipsoid": ("ellipsoid", "ellipsoid2", ""),
+    "ellipsoid_cylinder": ("ellipsoid", "cylinder", ""),
+    "ellipsoid_box": ("ellipsoid", "box", ""),
+    "sphere_pebble": ("sphere", "pebble", ""),
+    "sphere_dodecahedron": ("sphere", "dodecahedron", ""),
+    "ellipsoid_pebble": ("ellipsoid", "pebble", ""),
+    "ellipsoid_rock": ("ellipsoid", "rock", ""),
+    # the other convex-solver pairs give one contact only with multiccd disabled
+    "capsule_cylinder_single": ("capsule", "cylinder", NOMULTI),
+    "cylinder_cylinder_single": ("cylinder", "cylinder", NOMULTI),
+    "cylinder_box_single": ("cylinder", "box", NOMULTI),
+    "capsule_rock_single": ("capsule", "rock", NOMULTI),
+    "box_pebble_single": ("box", "pebble", NOMULTI),
+    "rock_pebble_single": ("rock", "pebble", NOMULTI),
+    "dodecahedron_rock_single": ("dodecahedron", "rock", NOMULTI),
+}
+
+
+def pair_model(g1: str, g2: str, flags: str = "", margin: float = 0.02) -> mujoco.MjModel:
+    first = GEOM[g1] if g1 == "plane" else f'<body name="b1"><freejoint/>{GEOM[g1]}</body>'
+    xml = f"""<mujoco><option><flag gravity="disable" {flags}/></option>{ASSETS}
+      <default><geom margin="{margin}"/></default>
+      <worldbody>{first}
+      <body name="b2" pos="0 0 1"><freejoint/>{GEOM[g2]}</body></worldbody></mujoco>"""
+    return mujoco.MjModel.from_xml_string(xml)
+
+
+def _support(mjm, d, g: int, n: np.ndarray) -> float:
+    """Support value max_x n.x of geom g (world direction n), straight from its definition."""
+    mat = d.geom_xmat[g].reshape(3, 3)
+    p, s, t = d.geom_xpos[g], mjm.geom_size[g], mjm.geom_type[g]
+    dl = mat.T @ n
+    G = mujoco.mjtGeom
+    if t == G.mjGEOM_SPHERE:
+        return p @ n + s[0] * np.linalg.norm(dl)
+    if t == G.mjGEOM_CAPSULE:
+        return p @ n + s[0] * np.linalg.norm(dl) + s[1] * abs(dl[2])
+    if t == G.mjGEOM_ELLIPSOID:
+        return p @ n + np.linalg.norm(s * dl)
+    if t == G.mjGEOM_CYLINDER:
+        return p @ n + s[0] * np.linalg.norm(dl[:2]) + s[1] * abs(dl[2])
+    if t == G.mjGEOM_BOX:
+        return p @ n + np.abs(dl) @ s
+    i = mjm.geom_dataid[g]
+    v = mjm.mesh_vert[mjm.mesh_vertadr[i]:mjm.mesh_vertadr[i] + mjm.mesh_vertnum[i]]
+    return p @ n + np.max(v.astype(float) @ dl)
+
+
+def oracle(mjm, qpos, g1: int, g2: int, starts) -> tuple[float, np.ndarray, callable]:
+    """Signed distance = max over unit n of -(h1(n) + h2(-n)), n from geom1 to geom2, by
+    Nelder-Mead from several starts. Returns (dist, normal, gap function of n)."""
+    d = mujoco.MjData(mjm)
+    d.qpos[:] = qpos
+    mujoco.mj_kinematics(mjm, d)
+
+    def gap(n):
+        n = n / np.linalg.norm(n)
+        return -(_support(mjm, d, g1, n) + _support(mjm, d, g2, -n))
+
+    best = (-np.inf, None)
+    for n0 in starts:
+        r = minimize(lambda x: -gap(x), n0, method="Nelder-Mead",
+                     options=dict(xatol=1e-12, fatol=1e-15, maxiter=4000))
+        if -r.fun > best[0]:
+            best = (-r.fun, r.x / np.linalg.norm(r.x))
+    return best[0], best[1], gap
+
+
+def sweep(name: str, n: int, seed: int = 1) -> dict:
+    """Worst errors vs MuJoCo over n near-contact states, and how many states needed the
+    oracle (MuJoCo's EPA off the optimum by more than the tolerance)."""
+    g1, g2, flags = PAIRS[name]
+    mjm = pair_model(g1, g2, flags)
+    qposes = tc.random_states(mjm, np.random.default_rng(seed), n)
+    ours, theirs = tc.ours_and_theirs(mjm, qposes)
+    worst = {"dist": 0.0, "pos": 0.0, "frame": 0.0, "params": 0.0, "ncon": 0, "oracle": 0,
+             "oracle_dist": 0.0, "mj_short": 0.0, "face": 0}
+    for k, (o, t) in enumerate(zip(ours, theirs)):
+        w = tc.compare(o, t)  # asserts equal contact sets (counts per pair)
+        worst["ncon"] += len(t)
+        worst["params"] = max(worst["params"], w["params"])
+        if all(w[f] <= TOL[f] for f in ("dist", "pos", "frame")):
+            for f in ("dist", "pos", "frame"):
+                worst[f] = max(worst[f], w[f])
+            continue
+        # MuJoCo and ours differ: decide with the independent optimum
+        c_o, c_t = o[0], t[0]
+        dist, _, gap = oracle(mjm, qposes[k], 0, 1, [c_o["frame"][:3], c_t["frame"][:3]])
+        err = abs(c_o["dist"] - dist)
+        assert err < ORACLE_TOL, f"{name} state {k}: ours {c_o['dist']} vs optimum {dist}"
+        worst["oracle_dist"] = max(worst["oracle_dist"], err)
+        if w["dist"] <= TOL["dist"] and w["frame"] <= TOL["frame"]:
+            # same depth and normal, another point of a flat contact patch: both points lie
+            # on the same plane across the normal (the issue's "same contact face")
+            off = abs(np.dot(c_o["frame"][:3], c_o["pos"] - c_t["pos"]))
+            assert off < TOL["pos"], f"{name} state {k}: pos off the contact plane by {off}"
+            worst["face"] += 1
+            continue
+        # MuJoCo's normal separates worse than ours: its EPA stopped short of the optimum
+        assert gap(c_t["frame"][:3]) <= gap(c_o["frame"][:3]) + 1e-12, f"{name} state {k}"
+        worst["oracle"] += 1
+        worst["mj_short"] = max(worst["mj_short"], abs(c_t["dist"] - dist))
+    return worst
+
+
+CI_PAIRS = ["ellipsoid_box", "sphere_pebble"]
+
+
+@pytest.mark.parametrize("name", CI_PAIRS)
+def test_convex_pair_matches_mujoco(name):
+    worst = sweep(name, n=5)
+    assert worst["ncon"] > 0
+    assert worst["params"] < TOL["params"]
+
+
+@pytest.mark.acceptance
+def test_convex_acceptance():
+    lines = ["convex-solver pairs: 50 random near-contact states each vs MuJoCo 4.0 mj_forward",
+             "dist/pos/frame: worst |ours - MuJoCo| over states where MuJoCo is within tolerance;",
+             "face: states where only pos differs, both points on the same contact plane",
+             "(a flat patch: MuJoCo's EPA picks another point of it);",
+             "oracle: states where MuJoCo's EPA stopped short (ours = independent optimum to",
+             "oracle_err, MuJoCo off by mj_short)", ""]
+    for name in PAIRS:
+        w = sweep(name, n=50)
+        lines.append(
+            f"{name:22s} contacts {w['ncon']:3d}  dist {w['dist']:.1e}  pos {w['pos']:.1e}  "
+            f"frame {w['frame']:.1e}  face {w['face']:2d}  oracle {w['oracle']:2d} (oracle_err "
+            f"{w['oracle_dist']:.1e}, mj_short {w['mj_short']:.1e})")
+    ACCEPTANCE_FILE.parent.mkdir(exist_ok=True)
+    ACCEPTANCE_FILE.write_text("\n".join(lines) + "\n")
+
+
+def check_grad_finite(name: str):
+    """jax.grad of the contact dist, pos and frame w.r.t. qpos is finite at coincident
+    centers, exact touching and aligned poses."""
+    import jax
+    import jax.numpy as jp
+
+    from mjx_lite import interop, smooth
+    from mjx_lite.collision.driver import collision
+
+    g1, g2, flags = PAIRS[name]
+    mjm = pair_model(g1, g2, flags, margin=0.0)
+    m = interop.model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_forward(mjm, mjd)
+    d = interop.data_from_mujoco(mjm, mjd, m)
+
+    def total(q):
+        c = collision(m, smooth.kinematics(m, d.replace(qpos=q))).contact
+        return jp.sum(jp.where(c.valid, c.dist, 0.0) + c.pos.sum(-1) + c.frame.sum((-1, -2)))
+
+    qs = tc._grad_states(mjm)
+    # exact touching along z: the sum of the two geoms' z half-extents
+    top = mjm.geom_aabb[1][5] + mjm.geom_aabb[1][2]
+    bottom = mjm.geom_aabb[0][5] - mjm.geom_aabb[0][2]
+    q = mjm.qpos0.copy()
+    q[:7] = [0, 0, 0, 1, 0, 0, 0]
+    q[7:10] = [0, 0, top + bottom]
+    qs.append(q)
+    grads = jax.jit(jax.vmap(jax.grad(total)))(jp.asarray(np.stack(qs)))
+    assert np.all(np.isfinite(np.asarray(grads))), (name, np.asarray(grads))
+
+
+@pytest.mark.parametrize("name", ["ellipsoid_box"])
+def test_grad_finite(name):
+    check_grad_finite(name)
+
+
+@pytest.mark.acceptance
+@pytest.mark.parametrize("name", sorted(PAIRS))
+def test_grad_finite_all_pairs(name):
+    check_grad_finite(name)
+
+
+MODELS = ["box_stack.xml", "humanoid_like.xml"]
+
+
+def check_model(path, nstate: int) -> dict:
+    """Contacts at MuJoCo rollout states (>= 4 contacts where reached) equal MuJoCo's."""
+    mjm = mujoco.MjModel.from_xml_path(str(path))
+    states = tc.rollout_states(mjm, nstate)
+    assert states, f"{path.name}: no contact in the rollout"
+    ours, theirs = tc.ours_and_theirs(mjm, states)
+    worst = {"dist": 0.0, "pos": 0.0, "frame": 0.0, "params": 0.0, "ncon": 0}
+    tol = tc._model_tolerance(mjm)
+    for o, t in zip(ours, theirs):
+        w = tc.compare(o, t)
+        worst = {k: max(worst[k], w.get(k, 0)) for k in worst}
+        worst["ncon"] += len(t)
+    for f in ("dist", "pos", "frame", "params"):
+        assert worst[f] < tol[f], (path.name, f, worst)
+    return worst
+
+
+@pytest.mark.acceptance
+def test_models_acceptance():
+    lines = []
+    for name in MODELS:
+        w = check_model(MODELS_DIR / name, 10)
+        lines.append(f"{name:22s} 10 rollout states, contacts {w['ncon']:4d}  " + "  ".join(
+            f"{k} {w[k]:.1e}" for k in ("dist", "pos", "frame", "params")))
+    out = ACCEPTANCE_FILE.with_name("collision_models.txt")
+    out.parent.mkdir(exist_ok=True)
+    out.write_text("\n".join(lines) + "\n")

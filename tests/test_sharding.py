@@ -1,0 +1,73 @@
+"""A batch sharded over 4 host devices (NamedSharding over a 1-D mesh) equals the unsharded
+run: bitwise at equal per-device batch, and within ``TOL`` at equal total batch (float64).
+
+The device count is fixed when XLA starts, so the check runs in a subprocess with
+``XLA_FLAGS=--xla_force_host_platform_device_count=4``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+from conftest import REPO_ROOT
+
+TOL = 1e-12
+
+_SCRIPT = textwrap.dedent("""
+    import os
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_compilation_cache_dir", os.environ["CACHE_DIR"])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    import jax.numpy as jp
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    from mjx_lite import envs
+
+    assert jax.device_count() == 4, jax.devices()
+    env = envs.VmapWrapper(envs.InvertedPendulum())
+    per_device, n = 2, 4
+
+    def rollout(keys, actions):
+        state = env.reset(keys)
+        def body(s, a):
+            s = env.step(s, a)
+            return s, s.obs
+        return jax.lax.scan(body, state, actions)[1]
+
+    keys = jax.random.split(jax.random.PRNGKey(0), per_device * n)
+    actions = jax.random.uniform(jax.random.PRNGKey(1), (3, per_device * n, 1), minval=-3,
+                                 maxval=3)
+    mesh = Mesh(np.array(jax.devices()), ("batch",))
+    shard = lambda x, spec: jax.device_put(x, NamedSharding(mesh, spec))
+    sharded = jax.jit(rollout)(shard(keys, P("batch")), shard(actions, P(None, "batch")))
+    assert len(sharded.sharding.device_set) == n
+    sharded = np.asarray(sharded)
+
+    # equal per-device batch: each device's slice against an unsharded batch of the same size
+    small = jax.jit(rollout)
+    for i in range(n):
+        sl = slice(i * per_device, (i + 1) * per_device)
+        ref = np.asarray(small(keys[sl], actions[:, sl]))
+        assert np.array_equal(sharded[:, sl], ref), (i, np.max(np.abs(sharded[:, sl] - ref)))
+
+    # equal total batch on one device
+    whole = np.asarray(jax.jit(rollout)(keys, actions))
+    err = np.max(np.abs(whole - sharded)) / np.max(np.abs(whole))
+    print("bitwise_total", np.array_equal(whole, sharded), "rel", err)
+    assert err <= float(os.environ["TOL"]), err
+""")
+
+
+def test_sharded_batch_equals_unsharded():
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+               JAX_PLATFORMS="cpu", TOL=str(TOL),
+               CACHE_DIR=os.environ.get("JAX_COMPILATION_CACHE_DIR",
+                                        str(REPO_ROOT / ".jax_cache")))
+    out = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True,
+                         text=True, timeout=600, cwd=REPO_ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "bitwise_total" in out.stdout
