@@ -180,6 +180,7 @@ def main(argv=None) -> None:
     lines = [header, "", "| model | engine | load s | batch | jit s | steps/s |",
              "|---|---|---|---|---|---|"]
     print(header)
+    plot_rows: list = []
     for name in args.models:
         path = _model_path(name)
         results = {"mjx_lite": bench_mjx_lite(path, disable, args.batches, args.steps)}
@@ -193,6 +194,7 @@ def main(argv=None) -> None:
             load = f"{res['load_s']:.3f}" if "load_s" in res else ""
             if engine.startswith("MuJoCo C"):
                 lines.append(f"| {name} | {engine} | | 1 | | {res['steps_per_s']:.0f} |")
+                plot_rows += [(name, engine, b, res["steps_per_s"]) for b in args.batches]
                 continue
             for b in args.batches:
                 r = res.get(b, {})
@@ -201,6 +203,7 @@ def main(argv=None) -> None:
                 else:
                     lines.append(f"| {name} | {engine} | {load} | {b} | {r['jit_s']:.2f} | "
                                  f"{r['steps_per_s']:.0f} |")
+                    plot_rows.append((name, engine, b, r["steps_per_s"]))
         print("\n".join(lines[-(len(args.batches) * 2 + 1):]), flush=True)
     if not args.no_factor:
         lines += ["", f"factor_m + solve_m, one right-hand side, microseconds per call "
@@ -217,6 +220,44 @@ def main(argv=None) -> None:
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines[2:]))
     print(f"written to {out.relative_to(ROOT)}")
+    png = _plot(plot_rows, out.with_suffix(".png"), header)
+    if png:
+        print(f"plot: {png.relative_to(ROOT)}")
+
+
+def _plot(rows: list, path: pathlib.Path, title: str):
+    """steps/s against batch size, one line per (model, engine); MuJoCo C as a flat line.
+    Needs matplotlib (the `plots` extra); without it, no figure."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plot")
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for (model, engine), pts in sorted(rows_by_series(rows).items()):
+        xs, ys = zip(*sorted(pts))
+        style = "--" if engine.startswith("MuJoCo C") else "-o"
+        ax.plot(xs, ys, style, label=f"{model} / {engine}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("steps/s (batch x steps / wall s)")
+    ax.set_title(title[:90], fontsize=7)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def rows_by_series(rows: list) -> dict:
+    series: dict = {}
+    for model, engine, batch, sps in rows:
+        series.setdefault((model, engine), []).append((batch, sps))
+    return series
 
 
 if __name__ == "__main__":

@@ -7,7 +7,14 @@ evaluated after the position, velocity and acceleration stages).
 sensor disable bit set, sensordata is left as it is.
 
 Frame sensors read the object frame by one gather from a table stacked over the object
-kinds a model uses (body inertial frame, body frame, geom, site, camera).
+kinds a model uses (body inertial frame, body frame, geom, site, camera). Rangefinders cast
+one vmapped ``ray`` per site group and per camera (depth image; the ``normal`` field
+raises); distance/normal/fromto run the collision functions once per geom-type key with the
+cutoff as margin (pairs without one raise); touch sums contact normal forces whose ray meets
+the site; contact sensors match, reduce and extract d.contact in MuJoCo's contact order (the
+linvel / angvel fields raise); force/torque read ``cfrc_int``; e_potential / e_kinetic and
+the energy flag's ``d.energy`` follow mj_energyPos / mj_energyVel. Tactile sensors are not
+implemented.
 """
 
 from __future__ import annotations
@@ -56,7 +63,7 @@ def _cutoff(m: Model, data: jax.Array, stage: Stage) -> jax.Array:
     ids = np.nonzero(np.asarray(m.sensor_needstage) == stage)[0]
     dtype_ = np.asarray(m.sensor_datatype)[ids]
     ids = ids[np.isin(dtype_, (DataType.REAL, DataType.POSITIVE))
-              & (np.asarray(m.sensor_type)[ids] != S.GEOMFROMTO)]
+              & ~np.isin(np.asarray(m.sensor_type)[ids], (S.GEOMFROMTO, S.CONTACT))]
     if not ids.size:
         return data
     dim = np.asarray(m.sensor_dim)[ids]
@@ -296,26 +303,69 @@ def _geom_distance(m: Model, d: Data, ids: np.ndarray):
     return dist, fromto
 
 
+def _ray_fields(mask: int, dist, vec, pnt, depth) -> jax.Array:
+    """(n, size) ``data`` fields of n rays in order (fill_raydata): dist, dir (0 without a
+    hit), origin, point (0 without a hit), depth (-1 without a hit)."""
+    hit = (dist >= 0)[:, None]
+    fields = {0: dist[:, None], 1: jp.where(hit, vec, 0.0), 2: pnt,
+              3: jp.where(hit, pnt + dist[:, None] * vec, 0.0),
+              5: jp.where(hit, depth[:, None], -1.0)}
+    return jp.concatenate([fields[k] for k in range(6) if mask & (1 << k)], axis=1)
+
+
+def _camera_rays(m: Model, d: Data, cam: int):
+    """Origins and unit directions of a camera's pixel rays, row-major from the top-left
+    pixel, through pixel centres: perspective rays from the camera position with focal
+    length (height / 2) / tan(fovy / 2) in pixels; orthographic rays along -z from a grid
+    fovy wide and fovy high on the image plane."""
+    w, h = (int(x) for x in np.asarray(m.cam_resolution)[cam])
+    col = np.tile(np.arange(w), h) + 0.5 - 0.5 * w
+    row = np.repeat(np.arange(h), w) + 0.5 - 0.5 * h
+    pos, mat = d.cam_xpos[cam], d.cam_xmat[cam]
+    fovy = jp.asarray(m.cam_fovy, pos.dtype)[cam]
+    if int(np.asarray(m.cam_projection)[cam]) == 0:  # perspective
+        f = 0.5 * h / jp.tan(fovy * np.pi / 360.0)
+        local = jp.stack([col / f, -row / f, -jp.ones(col.size, pos.dtype)], axis=1)
+        vec = math.normalize(local @ mat.T)
+        return jp.broadcast_to(pos, vec.shape), vec
+    # MuJoCo 4.0 (measured): the fovy extent spans the image both across and down
+    local = jp.stack([col * (fovy / w), -row * (fovy / h), jp.zeros(col.size, pos.dtype)],
+                     axis=1)
+    return pos + local @ mat.T, jp.broadcast_to(-mat[:, 2], (col.size, 3))
+
+
 def _rangefinder(m: Model, d: Data, ids: np.ndarray) -> list[jax.Array]:
-    """Site rangefinders: a ray along the site's +z axis, geoms of the site's body excluded
-    (XML reference, "sensor/rangefinder"), one vmapped ray over the sensors; returns each
-    sensor's ``data`` fields in order."""
+    """Rangefinders (XML reference, "sensor/rangefinder"): a site's ray along its +z axis,
+    geoms of the site's body excluded; a camera's depth image, one ray per pixel, geoms of
+    the camera's body excluded, depth measured along the camera's view axis. One vmapped
+    ray per sensor kind; returns each sensor's ``data`` block."""
     from mjx_lite.ray import ray as cast_ray  # the package exports the function as `ray`
 
-    if np.any(np.asarray(m.sensor_objtype)[ids] != ObjType.SITE):
-        raise NotImplementedError("rangefinder attached to a camera is not implemented")
     masks = np.asarray(m.sensor_intprm)[ids, 0]
     if np.any(masks & (1 << 4)):
         raise NotImplementedError("rangefinder data 'normal' is not implemented")
-    site = np.asarray(m.sensor_objid)[ids]
-    pnt, vec = d.site_xpos[site], d.site_xmat[site][:, :, 2]
-    body = jp.asarray(np.asarray(m.site_bodyid)[site])
-    dist, _ = jax.vmap(lambda p, v, b: cast_ray(m, d, p, v, bodyexclude=b))(pnt, vec, body)
-    hit = (dist >= 0)[:, None]
-    fields = {0: dist[:, None], 1: jp.where(hit, vec, 0.0), 2: pnt,
-              3: jp.where(hit, pnt + dist[:, None] * vec, 0.0), 5: dist[:, None]}
-    return [jp.concatenate([fields[k][r] for k in range(6) if mask & (1 << k)])
-            for r, mask in enumerate(masks)]
+    objtype = np.asarray(m.sensor_objtype)[ids]
+    objid = np.asarray(m.sensor_objid)[ids]
+    cast = jax.vmap(lambda p, v, b: cast_ray(m, d, p, v, bodyexclude=b)[0])
+    out = [None] * ids.size
+    rows = np.nonzero(objtype == ObjType.SITE)[0]
+    if rows.size:
+        site = objid[rows]
+        pnt, vec = d.site_xpos[site], d.site_xmat[site][:, :, 2]
+        dist = cast(pnt, vec, jp.asarray(np.asarray(m.site_bodyid)[site]))
+        for r in rows:
+            k = int(np.nonzero(rows == r)[0][0])
+            out[r] = _ray_fields(int(masks[r]), dist[k:k + 1], vec[k:k + 1], pnt[k:k + 1],
+                                 dist[k:k + 1]).reshape(-1)
+    for r in np.nonzero(objtype == ObjType.CAMERA)[0]:
+        cam = int(objid[r])
+        pnt, vec = _camera_rays(m, d, cam)
+        body = jp.full(vec.shape[0], int(np.asarray(m.cam_bodyid)[cam]))
+        dist = cast(pnt, vec, body)
+        point = pnt + dist[:, None] * vec
+        depth = -((point - d.cam_xpos[cam]) @ d.cam_xmat[cam][:, 2])
+        out[r] = _ray_fields(int(masks[r]), dist, vec, pnt, depth).reshape(-1)
+    return out
 
 
 def _camprojection(m: Model, d: Data, ids: np.ndarray) -> jax.Array:
@@ -351,6 +401,167 @@ def _collision_sensors(m: Model, d: Data, groups: dict) -> dict:
             norm = math.safe_norm(v, axis=-1)[:, None]
             out[t] = jp.where(norm > 0, v / jp.where(norm > 0, norm, 1.0), 0.0)
         k += n
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# contact sensors (XML reference, "sensor/contact": matching, reduction, extraction)
+
+# data fields (bit k of intprm[0]) and their sizes; linvel / angvel are bits 7, 8
+_CONDATA_SIZE = (1, 3, 3, 1, 3, 3, 3, 3, 3)
+_REDUCE_NONE, _REDUCE_MINDIST, _REDUCE_MAXFORCE, _REDUCE_NETFORCE = 0, 1, 2, 3
+
+
+def _contact_slots(m: Model):
+    """Static per-slot geoms and the permutation of d.contact's slots into MuJoCo's contact
+    order: by candidate pair in MuJoCo's pair order (collision.pairs.geom_pairs), then by
+    the collider's contact index. (The driver lays slots out by geom-type key instead.)"""
+    from mjx_lite.collision import driver, pairs
+
+    rank = {p: k for k, p in enumerate(pairs.geom_pairs(m))}
+    key, g1, g2 = [], [], []
+    for grp in driver._groups(m):
+        n = driver.collider(m, grp.types).NCON
+        for a, b, ip in zip(grp.geom1, grp.geom2, grp.ipair):
+            r = rank[(int(a), int(b), int(ip))]
+            key += [(r, k) for k in range(n)]
+            g1 += [int(a)] * n
+            g2 += [int(b)] * n
+    order = np.array(sorted(range(len(key)), key=key.__getitem__), dtype=np.int64)
+    g1, g2 = np.array(g1, np.int64), np.array(g2, np.int64)
+    return order, g1[order], g2[order]
+
+
+def _object_match(m: Model, body: np.ndarray, geom: np.ndarray, objtype: int, objid: int):
+    """checkMatch of a sensor object against the contact's bodies/geoms (static)."""
+    if objtype in (ObjType.UNKNOWN, ObjType.SITE):
+        return np.ones(body.shape, bool)  # the site test is applied separately (traced)
+    if objtype == ObjType.GEOM:
+        return geom == objid
+    if objtype == ObjType.BODY:
+        return body == objid
+    if objtype == ObjType.XBODY:  # subtree: objid is body or one of its ancestors
+        parent = np.asarray(m.body_parentid)
+        out = np.zeros(body.shape, bool)
+        for k, b in enumerate(body):
+            while b > objid:
+                b = parent[b]
+            out[k] = b == objid
+        return out
+    raise NotImplementedError(f"contact sensor object type {objtype}")
+
+
+def _contact_match(m: Model, g1: np.ndarray, g2: np.ndarray, t1, i1, t2, i2):
+    """Static (match, flip) of every slot for one sensor (matchContact without the site
+    volume test): flip where the sensor's first object is the contact's second."""
+    gb = np.asarray(m.geom_bodyid)
+    b1, b2 = gb[g1], gb[g2]
+    m11, m12 = _object_match(m, b1, g1, t1, i1), _object_match(m, b2, g2, t1, i1)
+    m21, m22 = _object_match(m, b1, g1, t2, i2), _object_match(m, b2, g2, t2, i2)
+    match = (m11 | m12) & (m21 | m22)
+    unk1, unk2 = t1 == ObjType.UNKNOWN, t2 == ObjType.UNKNOWN
+    if unk1 and unk2:
+        return np.ones(g1.shape, bool), np.zeros(g1.shape, bool)
+    if not unk1 and not unk2:
+        regular, reverse = m11 & m22, m12 & m21
+        return match & (regular | reverse), reverse & ~regular
+    if not unk1:
+        return match, ~m11
+    return match, ~m22
+
+
+def _inside(pos, mat, size, stype: int, point):
+    """Whether world points lie inside a site's volume (mju_insideGeom), one site."""
+    loc = (point - pos) @ mat
+    x, y, z = loc[..., 0], loc[..., 1], loc[..., 2]
+    r2 = x * x + y * y
+    if stype == GeomType.SPHERE:
+        return r2 + z * z <= size[0] ** 2
+    if stype == GeomType.CAPSULE:
+        zc = jp.clip(z, -size[1], size[1])
+        return r2 + (z - zc) ** 2 <= size[0] ** 2
+    if stype == GeomType.ELLIPSOID:
+        return (x / size[0]) ** 2 + (y / size[1]) ** 2 + (z / size[2]) ** 2 <= 1.0
+    if stype == GeomType.CYLINDER:
+        return (r2 <= size[0] ** 2) & (jp.abs(z) <= size[1])
+    if stype == GeomType.BOX:
+        return jp.all(jp.abs(loc) <= size, axis=-1)
+    raise NotImplementedError(f"contact sensor on a {GeomType(stype).name} site")
+
+
+def _contact_sensors(m: Model, d: Data, ids: np.ndarray) -> list[jax.Array]:
+    """Each contact sensor's block: matched contacts (static geom/body/subtree tests, traced
+    validity and site volume), reduced to ``num`` slots by a stable sort over MuJoCo's
+    contact order (none: order; mindist: dist ascending; maxforce: force norm descending;
+    ties by order) or to one force-weighted synthetic contact (netforce), then the
+    requested fields, the normal and tangent flipped (force/torque z negated) when the
+    sensor's first object is the contact's second geom."""
+    from mjx_lite import support
+
+    dtype = d.qpos.dtype
+    intprm = np.asarray(m.sensor_intprm)[ids]
+    if np.any(intprm[:, 0] & (1 << 7 | 1 << 8)):
+        raise NotImplementedError("contact sensor data 'linvel' / 'angvel' is not implemented")
+    con = getattr(d, "contact", None)
+    nslot = 0 if con is None else int(con.dist.shape[0])
+    if nslot == 0:
+        return [jp.zeros(int(m.sensor_dim[i]), dtype) for i in ids]
+    order, g1, g2 = _contact_slots(m)
+    valid = con.valid[order]
+    dist, pos, frame = con.dist[order], con.pos[order], con.frame[order]
+    need_force = np.any(intprm[:, 0] & 0b110) or np.any(intprm[:, 1] >= _REDUCE_MAXFORCE)
+    force = None
+    if need_force:
+        force = jax.vmap(lambda i: support.contact_force(m, d, i))(jp.asarray(order))
+    out = []
+    for i, (spec, reduce, num) in zip(ids, intprm):
+        t1, i1 = int(m.sensor_objtype[i]), int(m.sensor_objid[i])
+        t2, i2 = int(m.sensor_reftype[i]), int(m.sensor_refid[i])
+        smatch, sflip = _contact_match(m, g1, g2, t1, i1, t2, i2)
+        mask = valid & jp.asarray(smatch)
+        if t1 == ObjType.SITE:
+            mask = mask & _inside(d.site_xpos[i1], d.site_xmat[i1],
+                                  jp.asarray(m.site_size, dtype)[i1], int(m.site_type[i1]),
+                                  pos)
+        nmatch = jp.sum(mask).astype(dtype)
+        sign = jp.asarray(np.where(sflip, -1.0, 1.0), dtype)
+        fields = [k for k in range(9) if spec & (1 << k)]
+        if reduce == _REDUCE_NETFORCE:
+            w = jp.where(mask[:, None], force * sign[:, None], 0.0)
+            weight = math.safe_norm(w[:, :3], axis=-1)
+            total = jp.sum(weight)
+            point = jp.sum(weight[:, None] * pos, axis=0) / jp.maximum(total, 1e-15)
+            fj = jp.einsum("kji,kj->ki", frame, w[:, :3])
+            tj = jp.einsum("kji,kj->ki", frame, w[:, 3:]) + jp.cross(pos - point, fj)
+            val = {0: nmatch[None], 1: jp.sum(fj, axis=0), 2: jp.sum(tj, axis=0),
+                   3: jp.zeros(1, dtype), 4: point, 5: jp.eye(3, dtype=dtype)[0],
+                   6: jp.eye(3, dtype=dtype)[1]}
+            slot = jp.concatenate([val[k] for k in fields])
+            slot = jp.where(nmatch > 0, slot, 0.0)
+            block = jp.zeros(int(m.sensor_dim[i]), dtype).at[:slot.size].set(slot)
+            out.append(block)
+            continue
+        if reduce == _REDUCE_MINDIST:
+            crit = dist
+        elif reduce == _REDUCE_MAXFORCE:
+            crit = -jp.sum(force[:, :3] ** 2, axis=-1)
+        else:
+            crit = jp.zeros(nslot, dtype)
+        # matched first, by criterion, ties (and 'none') in MuJoCo's contact order
+        rank = jp.lexsort((crit, ~mask))
+        k = min(int(num), nslot)
+        sel = rank[:k]
+        present = (jp.arange(k) < nmatch)[:, None]
+        s = sign[sel][:, None]
+        val = {0: jp.broadcast_to(nmatch, (k, 1)), 3: dist[sel][:, None], 4: pos[sel],
+               5: frame[sel, 0] * s, 6: frame[sel, 1] * s}
+        if force is not None:
+            zflip = jp.where(s > 0, 1.0, jp.asarray([1.0, 1.0, -1.0], dtype))
+            val[1] = force[sel, :3] * zflip
+            val[2] = force[sel, 3:] * zflip
+        slots = jp.where(present, jp.concatenate([val[f] for f in fields], axis=1), 0.0)
+        block = jp.zeros(int(m.sensor_dim[i]), dtype).at[:slots.size].set(slots.reshape(-1))
+        out.append(block)
     return out
 
 
@@ -455,6 +666,10 @@ def sensor_pos(m: Model, d: Data) -> Data:
             val = jp.broadcast_to(d.time, (ids.size,))
         elif stype == S.CAMPROJECTION:
             val = _camprojection(m, d, ids)
+        elif stype == S.CONTACT:
+            for i, v in zip(ids, _contact_sensors(m, d, ids)):
+                data = _write(m, data, np.array([i]), v)
+            continue
         elif stype == S.RANGEFINDER:
             for i, v in zip(ids, _rangefinder(m, d, ids)):
                 data = _write(m, data, np.array([i]), v)
@@ -524,6 +739,10 @@ def sensor_vel(m: Model, d: Data) -> Data:
         elif stype == S.BALLANGVEL:
             adr = np.asarray(m.jnt_dofadr)[objid]
             val = d.qvel[adr[:, None] + np.arange(3)]
+        elif stype == S.CONTACT:
+            for i, v in zip(ids, _contact_sensors(m, d, ids)):
+                data = _write(m, data, np.array([i]), v)
+            continue
         elif stype == S.JOINTLIMITVEL:
             val = _limit_row(m, d, _LIMIT_JOINT, objid, d.efc_vel)
         elif stype == S.TENDONLIMITVEL:
@@ -649,6 +868,10 @@ def sensor_acc(m: Model, d: Data) -> Data:
             tid = np.asarray(m.actuator_trnid)[:, 0]
             sel = jp.asarray((trn[None, :] & (tid[None, :] == objid[:, None])), d.qpos.dtype)
             val = sel @ d.actuator_force if m.nu else jp.zeros(ids.size, d.qpos.dtype)
+        elif stype == S.CONTACT:
+            for i, v in zip(ids, _contact_sensors(m, d, ids)):
+                data = _write(m, data, np.array([i]), v)
+            continue
         elif stype == S.TOUCH:
             val = _touch(m, d, ids)
         elif stype in (S.FORCE, S.TORQUE):

@@ -395,7 +395,7 @@ def test_divergence_resets_one_batch_member():
 def test_contact_with_zero_normal_jacobian_keeps_rows():
     """A slider resting on the floor (pusher's object): its normal Jacobian is zero, yet
     MuJoCo instantiates the contact rows, since a dof moves one of the bodies."""
-    xml = """<mujoco><worldbody><geom type="plane" size="1 1 .1"/>
+    xml = """<mujoco><worldbody><geom type="plane" size="1 1 .1" condim="1"/>
     <body pos="0 0 .099"><joint type="slide" axis="1 0 0"/><joint type="slide" axis="0 1 0"/>
     <geom type="sphere" size=".1" condim="1"/></body></worldbody></mujoco>"""
     mjm, mjd, m, d = setup(xml)

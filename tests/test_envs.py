@@ -36,7 +36,8 @@ def _collect(genv, env, n: int, seed: int, mjm=None):
         for _ in range(int(rng.integers(0, 40))):
             genv.step(genv.action_space.sample())
         datas.append(interop.data_from_mujoco(genv.model, genv.data, env.model))
-        a = genv.action_space.sample()
+        # float64 actions: gymnasium computes the control cost in the action's dtype
+        a = genv.action_space.sample().astype(np.float64)
         o, r, t, _, _ = genv.step(a)
         actions.append(a)
         obs.append(o)
@@ -77,6 +78,7 @@ def test_envs_match_gymnasium_acceptance():
                 f"({int(term.sum())} terminated)")
         lines.append(line)
         print(line, flush=True)
+        ACCEPTANCE_FILE.write_text("\n".join(lines) + "\n")  # per task: a long run keeps results
         if obs_err.max() > TOL or rew_err.max() > TOL or not term_ok.all():
             failures.append(line)
     ACCEPTANCE_FILE.write_text("\n".join(lines) + "\n")
@@ -116,7 +118,7 @@ def test_where_selects_per_env():
     m = load_model_from_string(_KEYFRAME_XML)
     a = jax.tree.map(lambda x: jp.stack([x, x, x]), io.make_data(m))
     b = jax.tree.map(lambda x: jp.stack([x, x, x]), io.reset_keyframe(m, 0))
-    out = io.where(jp.array([True, False, True]), b, a)
+    out = jax.jit(io.where)(jp.array([True, False, True]), b, a)
     np.testing.assert_array_equal(out.qpos[0], b.qpos[0])
     np.testing.assert_array_equal(out.qpos[1], a.qpos[1])
     np.testing.assert_array_equal(out.qvel[2], b.qvel[2])
@@ -184,3 +186,19 @@ def test_episode_autoreset_and_gym_adapter():
     # initial states are gymnasium's distribution: qpos0 + U(-0.01, 0.01)
     assert np.all(np.abs(flat) <= 0.01)
     assert np.all(np.asarray(venv.state.info["steps"]) == 0)
+
+
+def test_train_ppo_example_runs(tmp_path):
+    """examples/train_ppo.py end to end in a reduced form (2 short iterations)."""
+    import importlib.util
+
+    path = pathlib.Path(__file__).resolve().parent.parent / "examples" / "train_ppo.py"
+    spec = importlib.util.spec_from_file_location("train_ppo", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "curve.png"
+    result = mod.main(["--max-iters", "2", "--num-envs", "4", "--unroll", "8",
+                       "--minibatches", "2", "--epochs", "2", "--episode-length", "20",
+                       "--eval-envs", "0", "--out", str(out)])
+    assert result["steps"] == 2 * 4 * 8
+    assert len(result["curve"]) == 2

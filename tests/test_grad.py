@@ -2,11 +2,14 @@
 differences, transition Jacobians against mujoco.mjd_transitionFD, finiteness at degenerate
 states (issue 7).
 
-CI tier: the cartpole (a rail limit is the active constraint) and the pendulum, one jitted
-program per check. The acceptance tier (``-m acceptance``) runs the solver x iterations x
-adjoint matrix on pendulum, cartpole and gymnasium hopper, Newton at 4 iterations on ant,
-half_cheetah and humanoid, transition Jacobians on hopper and ant, and 1,000 random states per
-gymnasium model; it writes its worst errors to tests/acceptance/grad.txt.
+CI tier: the cartpole with its rail limit active (both adjoints vs central differences
+through a 5-step rollout, w.r.t. state, controls, masses and damping; finiteness at exact
+touching and zero velocity; transition Jacobians vs MuJoCo), one jitted program per check.
+The acceptance tier (``-m acceptance``) runs the solver x iterations x adjoint matrix on
+pendulum, cartpole and gymnasium hopper, Newton at 4 iterations on ant, half_cheetah and
+humanoid, the implicit solve on elliptic contacts, transition Jacobians on pendulum, cartpole,
+hopper and ant, 1,000 random states per gymnasium model and the examples in reduced form; it
+appends its worst errors to tests/acceptance/grad.txt.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import pytest
 
 import mjx_lite
 from mjx_lite import interop
+from mjx_lite.solver import solve as mjx_lite_solve
 
 from conftest import GYM_ASSETS, MODELS_DIR, REPO_ROOT
 from parity import rel_error
@@ -156,6 +160,37 @@ def test_cartpole_gradients_finite_at_degenerate_states(cartpole_grads):
     p0 = p0.at[m.nq + 1].set(0.0)  # the pole's velocity too
     for g in grads(p0):
         assert np.isfinite(np.asarray(g)).all()
+
+
+@pytest.mark.acceptance
+def test_acceptance_implicit_solve_elliptic_contacts():
+    """The solve alone on elliptic contacts (condim 1, 3, 4, 6: cone Hessian blocks), limits
+    and friction: the implicit adjoint in reverse and forward mode equals the unrolled one
+    and central differences."""
+    from test_constraint import CONTACT_XML, setup
+
+    opt = {"tolerance": 0.0, "iterations": 30, "ls_iterations": 30, "cone": 1}
+    _, _, m, d = setup(CONTACT_XML, seed=1, qvel_noise=0.3, opt=opt)
+
+    def qacc(aref, adjoint):
+        return mjx_lite_solve(m, d.replace(efc_aref=aref), adjoint=adjoint).qacc
+
+    @jax.jit
+    def jacobians(aref):
+        return (jax.jacrev(lambda a: qacc(a, "unroll"))(aref),
+                jax.jacrev(lambda a: qacc(a, "implicit"))(aref),
+                jax.jacfwd(lambda a: qacc(a, "implicit"))(aref))
+
+    unroll, rev, fwd = jacobians(d.efc_aref)
+    f = jax.jit(jax.vmap(lambda a: qacc(a, "unroll")))
+    e = FD_EPS * jp.eye(d.efc_aref.shape[0])
+    fd = ((f(d.efc_aref + e) - f(d.efc_aref - e)) / (2 * FD_EPS)).T
+    errs = (rel_error(rev, fd), rel_error(rev, unroll), rel_error(fwd, rev))
+    record("solve elliptic contacts: implicit-vs-FD={:.2e} implicit-vs-unroll={:.2e} "
+           "jacfwd-vs-jacrev={:.2e}".format(*errs))
+    assert errs[0] <= FD_RTOL
+    assert errs[1] <= AGREE_RTOL
+    assert errs[2] <= 1e-10
 
 
 def transition_fd(mjm, mjd):
@@ -357,7 +392,9 @@ def test_acceptance_gradients_finite(name):
         x = (qpos, qvel, ctrl, m.body_mass, m.dof_damping, m.geom_friction)
         return jax.grad(loss)(x, "unroll"), jax.grad(loss)(x, "implicit")
 
-    g = jax.jit(jax.vmap(grads))(states["qpos"], states["qvel"], states["ctrl"])
+    # 50 states at a time: the reverse pass of 1,000 states at once does not fit in memory
+    g = jax.jit(lambda *x: jax.lax.map(lambda y: grads(*y), x, batch_size=50))(
+        states["qpos"], states["qvel"], states["ctrl"])
     bad = sum(int((~np.isfinite(np.asarray(leaf))).any(axis=tuple(range(1, leaf.ndim))).sum())
               for leaf in jax.tree.leaves(g))
     record(f"finite-gradients {name} states=1000 states-with-non-finite-entries={bad}")

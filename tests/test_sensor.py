@@ -535,3 +535,137 @@ def _contact_states(mjm, mjd, count, seed):
         mujoco.mj_forward(mjm, mjd)
         assert mjd.ncon > 0
         yield
+
+
+# Contact sensors (XML reference, "sensor/contact"): tests/assets/contact_sensors.xml covers
+# every matching criterion on either side (both normal directions), the site volume, every
+# reduce mode, more slots than matches and a netforce sensor without matches.
+CONTACT_SENSOR_XML = pathlib.Path(__file__).parent / "assets" / "contact_sensors.xml"
+CONTACT_SENSOR_FILE = pathlib.Path(__file__).parent / "acceptance" / "contact_sensor.txt"
+
+# a small CI-tier scene: a box (4 contacts) and a ball on the floor
+SMALL_CONTACT_XML = """
+<mujoco>
+  <worldbody>
+    <geom name="floor" type="plane" size="3 3 .1"/>
+    <site name="zone" type="box" size=".05 .2 .05" pos=".1 0 0"/>
+    <body name="box" pos="0 0 .1"><freejoint/><geom name="box" type="box" size=".1 .1 .1"/>
+    </body>
+    <body name="ball" pos=".5 0 .08"><freejoint/><geom name="ball" size=".08"/></body>
+  </worldbody>
+  <sensor>
+    <contact num="6" data="found force torque dist pos normal tangent"/>
+    <contact body1="box" num="2" reduce="mindist" data="found dist normal tangent"/>
+    <contact geom2="floor" num="3" reduce="maxforce" data="found force torque"/>
+    <contact site="zone" num="3" data="found pos"/>
+    <contact body1="box" body2="world" reduce="netforce" data="found force torque pos normal"/>
+  </sensor>
+</mujoco>
+"""
+
+
+def _contact_sensor_worst(mjm, mjd, m, fn, worst):
+    d = interop.data_from_mujoco(mjm, mjd, m)
+    ours = np.asarray(fn(d.replace(sensordata=jp.zeros_like(d.sensordata))).sensordata)
+    for i in range(mjm.nsensor):
+        a, n = mjm.sensor_adr[i], mjm.sensor_dim[i]
+        ref, o = mjd.sensordata[a:a + n], ours[a:a + n]
+        # found counts exactly; the rest relative to the sensor's largest value
+        size = [1, 3, 3, 1, 3, 3, 3, 3, 3]
+        spec = mjm.sensor_intprm[i, 0]
+        slot = sum(s for k, s in enumerate(size) if spec & (1 << k))
+        if spec & 1:
+            np.testing.assert_array_equal(o[::slot], ref[::slot], err_msg=mjm.sensor(i).name)
+        err = np.abs(o - ref).max() / max(np.abs(ref).max(), 1e-300)
+        worst[mjm.sensor(i).name] = max(worst.get(mjm.sensor(i).name, 0.0), err)
+
+
+def test_contact_sensor_small():
+    """Contact sensors after our full forward at MuJoCo's resting state."""
+    mjm = mujoco.MjModel.from_xml_string(SMALL_CONTACT_XML)
+    m = interop.model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    for _ in range(100):
+        mujoco.mj_step(mjm, mjd)
+    mujoco.mj_forward(mjm, mjd)
+    assert mjd.ncon == 5
+    worst = {}
+    _contact_sensor_worst(mjm, mjd, m, _forward_fn(m), worst)
+    assert max(worst.values()) <= RTOL_CONTACT, worst
+
+
+@pytest.mark.acceptance
+def test_contact_sensor_acceptance():
+    """Every contact-sensor option of tests/assets/contact_sensors.xml against MuJoCo 4.0
+    (states after 200 steps with random controls), float64; found counts exact."""
+    mjm = mujoco.MjModel.from_xml_path(str(CONTACT_SENSOR_XML))
+    m = interop.model_from_mujoco(mjm)
+    fn = _forward_fn(m)
+    mjd = mujoco.MjData(mjm)
+    worst, ncon = {}, []
+    for _ in _contact_states(mjm, mjd, 4, seed=11):
+        ncon.append(int(mjd.ncon))
+        _contact_sensor_worst(mjm, mjd, m, fn, worst)
+    CONTACT_SENSOR_FILE.write_text(
+        "# contact sensors vs MuJoCo 4.0 (full forward at MuJoCo's state after 200 steps, "
+        "float64): max|ours - ref| / max|ref| per sensor; found counts exact\n"
+        f"ncon per state: {ncon}\n"
+        + "\n".join(f"{k}: {v:.1e}" for k, v in worst.items()) + "\n")
+    assert max(worst.values()) <= RTOL_CONTACT, worst
+
+
+TRANSITION_FILE = pathlib.Path(__file__).parent / "acceptance" / "sensor_transition.txt"
+# 25 sensors of every stage on the muscle/tendon arm (no contacts: smooth for differences).
+# Not force / torque: with spatial tendons smooth.rne_post_constraint is not run (MuJoCo 4.0
+# adds tendon forces to cfrc_ext; not implemented), so they would read a stale cfrc_int. Not
+# e_kinetic: MuJoCo's repeats a stale energy[1] inside mjd_transitionFD (see _random_states).
+TRANSITION_SENSORS = """
+<jointpos joint="shoulder"/><jointvel joint="elbow"/><tendonpos tendon="flexor"/>
+<tendonvel tendon="triceps"/><actuatorpos actuator="biceps"/><actuatorvel actuator="triceps"/>
+<actuatorfrc actuator="biceps"/><actuatorfrc actuator="flexor_muscle"/>
+<jointactuatorfrc joint="elbow"/><tendonactuatorfrc tendon="triceps"/>
+<framepos objtype="site" objname="lower_outer"/><framequat objtype="body" objname="lower"/>
+<framexaxis objtype="geom" objname="hand" reftype="body" refname="upper"/>
+<framelinvel objtype="site" objname="lower_inner"/><frameangvel objtype="body" objname="hand"/>
+<framelinacc objtype="body" objname="hand"/><frameangacc objtype="body" objname="lower"/>
+<accelerometer site="lower_outer"/><gyro site="upper_front"/><velocimeter site="lower_inner"/>
+<magnetometer site="upper_back"/><subtreecom body="upper"/>
+<subtreeangmom body="upper"/><subtreelinvel body="lower"/><e_potential/>
+"""
+
+
+@pytest.mark.acceptance
+def test_transition_jacobians_sensors():
+    """C and D of mjx_lite.transition_jacobians equal mujoco.mjd_transitionFD's (centered,
+    eps 1e-6) on the tendon arm with 25 sensors, within 1e-4 relative, float64."""
+    import mjx_lite
+
+    root = etree.parse(str(pathlib.Path(__file__).parents[1] / "models" / "tendon_arm.xml"))
+    block = root.getroot().find("sensor")
+    for child in list(block):
+        block.remove(child)
+    for el in etree.fromstring(f"<sensor>{TRANSITION_SENSORS}</sensor>"):
+        block.append(el)
+    mjm = mujoco.MjModel.from_xml_string(etree.tostring(root).decode())
+    assert mjm.nsensor >= 20
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:] = [0.4, 0.8]
+    mjd.qvel[:] = [0.3, -0.2]
+    mjd.act[:] = np.linspace(0.2, 0.6, mjm.na)
+    mjd.ctrl[:] = [0.5, 0.3, 0.7, 0.4, -0.5, 0.2]
+    mujoco.mj_forward(mjm, mjd)
+    ns, nx = mjm.nsensordata, 2 * mjm.nv + mjm.na
+    a, b = np.zeros((nx, nx)), np.zeros((nx, mjm.nu))
+    c, d_ = np.zeros((ns, nx)), np.zeros((ns, mjm.nu))
+    mujoco.mjd_transitionFD(mjm, mjd, 1e-6, True, a, b, c, d_)
+    m = interop.model_from_mujoco(mjm)
+    d = interop.data_from_mujoco(mjm, mjd, m)
+    ours = jax.jit(lambda d: mjx_lite.transition_jacobians(m, d))(d)
+    errs = {}
+    for name, mine, ref in zip("ABCD", ours, (a, b, c, d_)):
+        errs[name] = float(np.abs(np.asarray(mine) - ref).max() / np.abs(ref).max())
+    TRANSITION_FILE.write_text(
+        f"# transition_jacobians vs mjd_transitionFD (centered, eps 1e-6), tendon arm with "
+        f"{mjm.nsensor} sensors ({ns} values), float64: max|ours - FD| / max|FD|\n"
+        + ", ".join(f"{k} {v:.1e}" for k, v in errs.items()) + "\n")
+    assert errs["C"] <= 1e-4 and errs["D"] <= 1e-4, errs

@@ -237,3 +237,69 @@ def test_tendon_acceptance():
         lines.append(f"{name}: {worst[0]:.2e} {worst[1]:.2e} {worst[2]:.2e}")
         assert np.all(worst <= RTOL), (name, worst)
     ACCEPTANCE_FILE.write_text("\n".join(lines) + "\n")
+
+
+ROLLOUT_FILE = pathlib.Path(__file__).parent / "acceptance" / "tendon_rollout.txt"
+TENDON_ARM = pathlib.Path(__file__).parents[1] / "models" / "tendon_arm.xml"
+
+
+@pytest.mark.acceptance
+def test_tendon_arm_rollout_bound():
+    """models/tendon_arm.xml (muscles through site-only, sphere-with-sidesite and cylinder
+    wrapping tendons) simulates 2 s within the rollout bound of MuJoCo's trajectory: at every
+    step max|qpos - MuJoCo's| <= 10 x MuJoCo's own deviation under a 1e-9 qpos perturbation
+    + 1e-8. The model is MuJoCo's compiled one (interop), so the bound tests the dynamics."""
+    import time
+
+    from mjx_lite.forward import step
+
+    mjm = mujoco.MjModel.from_xml_path(str(TENDON_ARM))
+    muscles = np.nonzero(mjm.actuator_gaintype == mujoco.mjtGain.mjGAIN_MUSCLE)[0]
+    tendons = mjm.actuator_trnid[muscles, 0]
+    wrapped = [t for t in tendons if np.any(
+        np.isin(mjm.wrap_type[mjm.tendon_adr[t]:mjm.tendon_adr[t] + mjm.tendon_num[t]],
+                (mujoco.mjtWrap.mjWRAP_SPHERE, mujoco.mjtWrap.mjWRAP_CYLINDER)))]
+    assert len(wrapped) >= 2  # muscles through sphere and cylinder wrapping
+    nstep = int(round(2.0 / mjm.opt.timestep))
+    rng = np.random.default_rng(3)
+    lo, hi = mjm.actuator_ctrlrange[:, 0], mjm.actuator_ctrlrange[:, 1]
+    lim = mjm.actuator_ctrllimited.astype(bool)
+    # piecewise-constant controls, changed every 50 steps (muscles take [0, 1])
+    knots = rng.uniform(np.where(lim, lo, 0), np.where(lim, hi, 1), (nstep // 50 + 1, mjm.nu))
+    ctrls = np.repeat(knots, 50, axis=0)[:nstep]
+    qpos0 = np.array([0.4, 0.8])
+    trajs = []
+    for eps in (0.0, 1e-9):
+        mjd = mujoco.MjData(mjm)
+        mjd.qpos[:] = qpos0 + eps
+        t = []
+        for c in ctrls:
+            mjd.ctrl[:] = c
+            mujoco.mj_step(mjm, mjd)
+            t.append(np.concatenate([mjd.qpos, mjd.act]))
+        trajs.append(np.array(t))
+
+    m = interop.model_from_mujoco(mjm)
+    d = mjx_lite.make_data(m).replace(qpos=jp.asarray(qpos0))
+
+    @jax.jit
+    def run(d, ctrls):
+        def body(d, c):
+            d = step(m, d.replace(ctrl=c))
+            return d, jp.concatenate([d.qpos, d.act])
+        return jax.lax.scan(body, d, ctrls)[1]
+
+    t0 = time.time()
+    ours = np.asarray(run(d, jp.asarray(ctrls)))
+    secs = time.time() - t0
+    selfdev = np.abs(trajs[1] - trajs[0]).max(axis=1)
+    dev = np.abs(ours - trajs[0]).max(axis=1)
+    bound = 10 * selfdev + 1e-8
+    worst = int(np.argmax(dev / bound))
+    ROLLOUT_FILE.write_text(
+        "# models/tendon_arm.xml (3 muscles, 2 through wrapping tendons), 2 s = "
+        f"{nstep} steps, float64, state = qpos + act\n"
+        f"max dev {dev.max():.1e}, max MuJoCo self-dev (1e-9 qpos) {selfdev.max():.1e}, "
+        f"worst dev/bound {dev[worst] / bound[worst]:.2e} at step {worst}, "
+        f"final qpos {trajs[0][-1, :mjm.nq].round(4).tolist()} (jit+run {secs:.0f} s)\n")
+    assert np.all(dev <= bound), (dev.max(), worst)

@@ -37,6 +37,12 @@ def _tol(dtype):
     return 1e-6 if jp.dtype(dtype) == jp.float32 else 1e-12
 
 
+# EPA stops once a new support point gains less than this over the nearest face (relative to
+# the polytope's scale): finer gains only add sliver faces whose orientation tests are
+# rounding noise, which can break the polytope's topology
+EPA_TOL = {"float32": 1e-6, "float64": 1e-10}
+
+
 def local_support(gtype: int, size, verts, d):
     """Support point of a geom's core in its local frame along local direction ``d``.
 
@@ -182,14 +188,10 @@ def _face_data(W, faces, fvalid):
     return n, d, ok
 
 
-def _epa(sup, P, PA, PB):
-    """EPA from a tetrahedron (P, 4 points) enclosing the origin.
-
-    Returns (depth, normal, x1, x2): penetration depth, unit normal of the nearest face of
-    A - B (from geom1 to geom2), and the witness points on A and B.
-    """
+def _epa_polytope(sup, P, PA, PB):
+    """The EPA polytope grown from tetrahedron P: (W, WA, WB, faces, fvalid, converged)."""
     dt = P.dtype
-    tol = _tol(dt)
+    tol = EPA_TOL[jp.dtype(dt).name]
     nv = 4 + EPA_ITERS
     nf = 2 * nv
     W = jp.zeros((nv, 3), dt).at[:4].set(P)
@@ -201,24 +203,26 @@ def _epa(sup, P, PA, PB):
     faces = jp.zeros((nf, 3), jp.int32).at[:4].set(base)
     fvalid = jp.zeros(nf, bool).at[:4].set(True)
 
-    def body(it, st):
+    st = (W, WA, WB, faces, fvalid, jp.zeros((), bool))
+    return jax.lax.fori_loop(0, EPA_ITERS, lambda it, st: _epa_step(sup, tol, it, st), st)
+
+
+def _epa_step(sup, tol, it, st):
+    """One EPA expansion: support along the nearest face's normal, remove the faces it sees,
+    close the hole with faces from the horizon edges to the new vertex."""
+    if True:
         W, WA, WB, faces, fvalid, done = st
+        nv, nf = W.shape[0], faces.shape[0]
         n, d, ok = _face_data(W, faces, fvalid)
         f = jp.argmin(d)
         nrm, dist = n[f], d[f]
         w, a, b = sup(nrm)
-        conv = jp.dot(w, nrm) - dist <= tol * (1 + jp.abs(dist))
+        scale = jp.max(jp.abs(W)) + MINVAL
+        conv = jp.dot(w, nrm) - dist <= tol * scale
         stop = done | conv
         vid = 4 + it
-        # coplanar faces (flat caps and sides give many) stay: counting them visible by a
-        # rounding error would break the horizon into a non-manifold loop
-        scale = jp.max(jp.abs(W)) + MINVAL
-        visible = fvalid & (jp.sum(n * (w[None] - W[faces[:, 0]]), -1) > 1e3 * tol * tol * scale)
+        visible = ok & (jp.sum(n * (w[None] - W[faces[:, 0]]), -1) > 0)
         visible = visible.at[f].set(True) & fvalid
-        # a support point that is already a vertex adds nothing: the polytope is final
-        live = jp.arange(nv) < vid
-        dup = jp.any(live & (jp.sum((W - w[None]) ** 2, -1) <= (tol * scale) ** 2))
-        stop = stop | dup
         # directed edges k -> k+1 of every face; the twin edge runs the other way
         e_from = faces.reshape(-1)
         e_to = faces[:, jp.array([1, 2, 0])].reshape(-1)
@@ -246,8 +250,14 @@ def _epa(sup, P, PA, PB):
         return (keep(W, W2), keep(WA, WA2), keep(WB, WB2), keep(faces, faces2),
                 keep(fvalid, fvalid2), stop)
 
-    st = (W, WA, WB, faces, fvalid, jp.zeros((), bool))
-    W, WA, WB, faces, fvalid, _ = jax.lax.fori_loop(0, EPA_ITERS, body, st)
+
+def _epa(sup, P, PA, PB):
+    """EPA from a tetrahedron (P, 4 points) enclosing the origin.
+
+    Returns (depth, normal, x1, x2): penetration depth, unit normal of the nearest face of
+    A - B (from geom1 to geom2), and the witness points on A and B.
+    """
+    W, WA, WB, faces, fvalid, _ = _epa_polytope(sup, P, PA, PB)
     n, d, ok = _face_data(W, faces, fvalid)
     f = jp.argmin(d)
     nrm, depth = n[f], d[f]

@@ -181,6 +181,11 @@ def build_sensors(ctx: Context) -> dict:
             rays = 1
             if objtype == ObjType.CAMERA:
                 rays = int(np.prod(f["cam_resolution"][objid]))
+                cam_el = ctx.elements.get("cam", [None] * (objid + 1))[objid]
+                if cam_el is not None and (cam_el.has("sensorsize") or cam_el.has("focal")
+                                           or cam_el.has("focalpixel")):
+                    raise el.error("unsupported: rangefinder on a camera given by sensorsize"
+                                   " / focal (intrinsics) is not implemented by mjx_lite")
             dim = rays * size
         elif el.tag == "insidesite":
             if not el.has("site"):

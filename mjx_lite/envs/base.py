@@ -87,8 +87,12 @@ class MujocoEnv(Env):
     ``task_step(m, data_before, data_after, action) -> (obs, reward, terminated, metrics)``
     and ``observation(m, data)``; every method takes the Model explicitly so that
     ``DomainRandomizationWrapper`` can vmap them over a batch of Models. ``reset``/``step``
-    use ``self.model``.
+    use ``self.model``. ``solver_loop`` is passed to ``forward``/``step`` as ``loop``:
+    "early_exit" (default) stops the constraint solver at its tolerance as MuJoCo C does;
+    "fixed" runs every iteration (needed only to differentiate through a step).
     """
+
+    solver_loop = "early_exit"
 
     def __init__(self, model: Model, frame_skip: int):
         self.model = model
@@ -114,12 +118,13 @@ class MujocoEnv(Env):
         """mj_resetData, set qpos and qvel, mj_forward (gymnasium's reset + set_state)."""
         d = make_data(m)
         d = d.replace(qpos=jp.asarray(qpos, d.qpos.dtype), qvel=jp.asarray(qvel, d.qvel.dtype))
-        return mj_forward(m, d)
+        return mj_forward(m, d, loop=self.solver_loop)
 
     def pipeline_step(self, m: Model, d: Data, action) -> Data:
         """ctrl = action, ``frame_skip`` mj_steps, then mj_rnePostConstraint (as gymnasium)."""
         d = d.replace(ctrl=jp.asarray(action, d.ctrl.dtype))
-        d = jax.lax.fori_loop(0, self.frame_skip, lambda _, x: mj_step(m, x), d)
+        loop = self.solver_loop
+        d = jax.lax.fori_loop(0, self.frame_skip, lambda _, x: mj_step(m, x, loop=loop), d)
         return rne_post_constraint(m, d)
 
     # -- the functional API ---------------------------------------------------------------
