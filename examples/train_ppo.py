@@ -77,7 +77,9 @@ def adam_update(params, grads, opt, lr, b1=0.9, b2=0.999, eps=1e-5, max_norm=0.5
     v = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g**2, opt["v"], grads)
     mhat = jax.tree.map(lambda m: m / (1 - b1**t), m)
     vhat = jax.tree.map(lambda v: v / (1 - b2**t), v)
-    params = jax.tree.map(lambda p, m, v: p - lr * m / (jp.sqrt(v) + eps), params, mhat, vhat)
+    # keep each parameter's dtype (float32) when JAX runs with x64 on
+    params = jax.tree.map(lambda p, m, v: (p - lr * m / (jp.sqrt(v) + eps)).astype(p.dtype),
+                          params, mhat, vhat)
     return params, {"m": m, "v": v, "t": t}
 
 

@@ -329,8 +329,8 @@ def _rk4(m: Model, d: Data, loop: str, adjoint: str) -> Data:
     qacc_warmstart (the last stage's qacc).
     """
     h = m.opt.timestep
-    a = jp.asarray(np.array(_RK4_A))
-    c = jp.asarray(np.array(_RK4_A).sum(axis=1))
+    a = jp.asarray(np.array(_RK4_A), d.qpos.dtype)  # tableau in the state dtype (float32)
+    c = jp.asarray(np.array(_RK4_A).sum(axis=1), d.qpos.dtype)
     rot = _rot_dofs(m)
     x0 = d
 
@@ -356,7 +356,7 @@ def _rk4(m: Model, d: Data, loop: str, adjoint: str) -> Data:
     init = (first(d.qvel), first(d.qacc), first(d.act_dot))
     (ks, accs, actds), stages = jax.lax.scan(stage, init, jp.arange(3))
     last = jax.tree.map(lambda x: x[-1], stages)
-    b = jp.asarray(_RK4_B)
+    b = jp.asarray(_RK4_B, d.qpos.dtype)
     dvel, dacc, dact = b @ ks, b @ accs, b @ actds
     # restore the initial state, then advance it with the weighted derivatives
     last = last.replace(qpos=x0.qpos, qvel=x0.qvel, act=x0.act, time=x0.time,

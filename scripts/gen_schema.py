@@ -252,6 +252,11 @@ def _strip(node: dict) -> None:
         _strip(child)
 
 
+# Attributes holding a space-separated list of keywords (the reference types them as one
+# keyword); typed as strings here and checked field by field in compiler/sensors.py.
+_KEYWORD_LISTS = {("sensor-rangefinder", "data"), ("sensor-contact", "data")}
+
+
 def main():
     doc = os.path.join(os.path.dirname(mujoco.__file__), "doc", "XMLreference.rst")
     types = _reference_types(doc)
@@ -284,6 +289,8 @@ def main():
                 t = by_attr.get(attr)
             if t is None:
                 missing.append(f"{elem_path}.{attr}")
+                t = ("string", 1, False, False)
+            if (elem_path, attr) in _KEYWORD_LISTS:
                 t = ("string", 1, False, False)
             out[attr] = t
         node["attrs"] = out

@@ -1,6 +1,8 @@
 """Parity of sensor.py (position, velocity and actuator-force sensors, every frame-sensor
-object and reference type, rangefinder, camprojection, geom distance/normal/fromto, energy,
-touch/force/torque, cutoff, the sensor disable bit) with MuJoCo 4.0 C."""
+object and reference type, site and camera rangefinders, camprojection, geom
+distance/normal/fromto, energy, touch/force/torque, contact sensors with every matching and
+reduce mode, cutoff, the sensor disable bit) with MuJoCo 4.0 C, and the sensor rows (C, D) of
+transition_jacobians against mjd_transitionFD."""
 
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ ACCEPTANCE_FILE = pathlib.Path(__file__).parent / "acceptance" / "sensor.txt"
 
 # Sensor elements computed on MuJoCo's state (force and torque read its cfrc_int); touch
 # needs our own contact forces (CONTACT_XML, full forward) and is removed from the wheel's
-# models here, as are the (unimplemented) contact sensors.
+# models here, as are contact sensors (they need our own contacts: tested below).
 SUPPORTED = {
     "rangefinder", "camprojection", "force", "torque", "distance", "normal", "fromto",
     "e_potential", "e_kinetic",
@@ -430,9 +432,6 @@ def test_unsupported_raise_clearly():
 
     cam = """<mujoco><worldbody><camera name="c" resolution="4 3"/><geom size=".1"/>
       </worldbody><sensor><rangefinder camera="c"/></sensor></mujoco>"""
-    m = mjx_lite.load_model_from_string(cam)
-    with pytest.raises(NotImplementedError, match="camera"):
-        sensor.sensor_pos(m, mjx_lite.make_data(m))
     normal = cam.replace('<rangefinder camera="c"/>', '<rangefinder site="s" data="normal"/>')
     normal = normal.replace("<geom", '<site name="s"/><geom')
     m = mjx_lite.load_model_from_string(normal)
@@ -445,6 +444,16 @@ def test_unsupported_raise_clearly():
     m = mjx_lite.load_model_from_string(hfield)
     with pytest.raises(NotImplementedError, match="hfield-cylinder"):
         sensor.sensor_pos(m, mjx_lite.make_data(m))
+    linvel = """<mujoco><worldbody><geom type="plane" size="1 1 1"/><body pos="0 0 .1">
+      <freejoint/><geom size=".1"/></body></worldbody>
+      <sensor><contact data="found linvel"/></sensor></mujoco>"""
+    m = mjx_lite.load_model_from_string(linvel)
+    with pytest.raises(NotImplementedError, match="linvel"):
+        sensor.sensor_vel(m, mjx_lite.make_data(m))
+    with pytest.raises(mjx_lite.MJCFError, match="sensorsize"):
+        mjx_lite.load_model_from_string(cam.replace('resolution="4 3"',
+                                                    'resolution="4 3" sensorsize=".1 .1" '
+                                                    'focal=".1 .1"'))
     with pytest.raises(mjx_lite.MJCFError, match="sensorsize"):
         mjx_lite.load_model_from_string(
             """<mujoco><worldbody><camera name="c" resolution="4 3" sensorsize=".1 .1"
@@ -669,3 +678,46 @@ def test_transition_jacobians_sensors():
         f"{mjm.nsensor} sensors ({ns} values), float64: max|ours - FD| / max|FD|\n"
         + ", ".join(f"{k} {v:.1e}" for k, v in errs.items()) + "\n")
     assert errs["C"] <= 1e-4 and errs["D"] <= 1e-4, errs
+
+
+CAMERA_RANGEFINDER_XML = """
+<mujoco>
+  <worldbody>
+    <body name="scene"><geom type="box" size="1 1 .1" pos="0 0 -.1"/>
+      <geom type="sphere" size=".3" pos=".3 .2 .3"/>
+      <geom type="capsule" size=".1 .3" pos="-.5 0 .2"/>
+    </body>
+    <body pos=".1 -.2 2" euler="10 5 20">
+      <camera name="persp" resolution="7 5" fovy="60"/><geom size=".05"/>
+      <camera name="ortho" pos=".1 .1 .1" resolution="4 3" fovy="1.5" projection="orthographic"/>
+    </body>
+    <site name="s" pos="0 0 1" euler="180 0 0"/>
+  </worldbody>
+  <sensor>
+    <rangefinder camera="persp" data="dist dir origin point depth"/>
+    <rangefinder camera="ortho" data="dist dir origin point depth"/>
+    <rangefinder site="s" data="dist point depth"/><rangefinder camera="persp"/>
+  </sensor>
+</mujoco>
+"""
+
+
+def test_camera_rangefinder():
+    """Camera rangefinders (depth images, perspective and orthographic, rays that miss
+    included) and site data fields equal MuJoCo's (XML reference, "sensor/rangefinder")."""
+    import mjx_lite
+
+    mjm = mujoco.MjModel.from_xml_string(CAMERA_RANGEFINDER_XML)
+    m = mjx_lite.load_model_from_string(CAMERA_RANGEFINDER_XML)
+    for f in ("sensor_dim", "sensor_adr", "sensor_intprm", "sensor_objtype", "sensor_objid"):
+        np.testing.assert_array_equal(np.asarray(getattr(m, f)),
+                                      getattr(mjm, f)[..., :np.asarray(getattr(m, f)).shape[-1]]
+                                      if f == "sensor_intprm" else getattr(mjm, f))
+    m = interop.model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    fn = jax.jit(lambda d: sensor.sensor_pos(m, d))
+    for _ in _random_states(mjm, mjd, 2, seed=4):
+        d = interop.data_from_mujoco(mjm, mjd, m)
+        ours = np.asarray(fn(d.replace(sensordata=jp.zeros_like(d.sensordata))).sensordata)
+        assert np.any(mjd.sensordata[:mjm.sensor_dim[0]:11] < 0)  # some rays miss
+        np.testing.assert_allclose(ours, mjd.sensordata, rtol=0, atol=1e-12)

@@ -41,6 +41,10 @@ def _tol(dtype):
 # the polytope's scale): finer gains only add sliver faces whose orientation tests are
 # rounding noise, which can break the polytope's topology
 EPA_TOL = {"float32": 1e-6, "float64": 1e-10}
+# a face counts as seen by a new support point above this height (relative to scale), and the
+# seen region grows from the nearest face by at most EPA_GROW face rings
+EPA_VISIBLE = {"float32": 1e-7, "float64": 1e-14}
+EPA_GROW = 12
 
 
 def local_support(gtype: int, size, verts, d):
@@ -210,45 +214,53 @@ def _epa_polytope(sup, P, PA, PB):
 def _epa_step(sup, tol, it, st):
     """One EPA expansion: support along the nearest face's normal, remove the faces it sees,
     close the hole with faces from the horizon edges to the new vertex."""
-    if True:
-        W, WA, WB, faces, fvalid, done = st
-        nv, nf = W.shape[0], faces.shape[0]
-        n, d, ok = _face_data(W, faces, fvalid)
-        f = jp.argmin(d)
-        nrm, dist = n[f], d[f]
-        w, a, b = sup(nrm)
-        scale = jp.max(jp.abs(W)) + MINVAL
-        conv = jp.dot(w, nrm) - dist <= tol * scale
-        stop = done | conv
-        vid = 4 + it
-        visible = ok & (jp.sum(n * (w[None] - W[faces[:, 0]]), -1) > 0)
-        visible = visible.at[f].set(True) & fvalid
-        # directed edges k -> k+1 of every face; the twin edge runs the other way
-        e_from = faces.reshape(-1)
-        e_to = faces[:, jp.array([1, 2, 0])].reshape(-1)
-        e_face = jp.repeat(jp.arange(nf), 3)
-        e_vis = visible[e_face]
-        # a visible face's edge is on the horizon iff its reverse is not a visible face's edge
-        keys = jp.sort(jp.where(e_vis, e_from * nv + e_to, -1))
-        rev = e_to * nv + e_from
-        pos = jp.clip(jp.searchsorted(keys, rev), 0, 3 * nf - 1)
-        horizon = e_vis & (keys[pos] != rev)
-        free = ~fvalid | visible
-        hrank = jp.cumsum(horizon) - 1
-        frank = jp.cumsum(free) - 1
-        assign = (horizon[:, None] & free[None, :] & (hrank[:, None] == frank[None, :]))
-        # new face per assigned slot: (from, to, new vertex)
-        got = jp.any(assign, axis=0)
-        src = jp.argmax(assign, axis=0)
-        newf = jp.stack([e_from[src], e_to[src], jp.full(nf, vid, jp.int32)], -1)
-        faces2 = jp.where(got[:, None], newf, faces)
-        fvalid2 = (fvalid & ~visible) | got
-        W2 = W.at[vid].set(w)
-        WA2 = WA.at[vid].set(a)
-        WB2 = WB.at[vid].set(b)
-        keep = lambda x, y: jp.where(stop, x, y)  # noqa: E731
-        return (keep(W, W2), keep(WA, WA2), keep(WB, WB2), keep(faces, faces2),
-                keep(fvalid, fvalid2), stop)
+    W, WA, WB, faces, fvalid, done = st
+    nv, nf = W.shape[0], faces.shape[0]
+    dt = W.dtype
+    n, d, ok = _face_data(W, faces, fvalid)
+    f = jp.argmin(d)
+    nrm, dist = n[f], d[f]
+    w, a, b = sup(nrm)
+    scale = jp.max(jp.abs(W)) + MINVAL
+    conv = jp.dot(w, nrm) - dist <= tol * scale
+    stop = done | conv
+    vid = 4 + it
+    # directed edges k -> k+1 of every face; each has one twin running the other way
+    e_from = faces.reshape(-1)
+    e_to = faces[:, jp.array([1, 2, 0])].reshape(-1)
+    e_face = jp.repeat(jp.arange(nf), 3)
+    e_ok = fvalid[e_face]
+    key = jp.where(e_ok, e_from * nv + e_to, -1)
+    order = jp.argsort(key)
+    skey = key[order]
+    tpos = jp.clip(jp.searchsorted(skey, e_to * nv + e_from), 0, 3 * nf - 1)
+    twin_face = e_face[order[tpos]].reshape(nf, 3)  # the face across each edge
+    # visible faces: the connected region around the nearest face that the new point sees;
+    # growing it by adjacency keeps a face that is coplanar with the point to rounding
+    # error, but elsewhere on the polytope, from opening a second hole
+    side = jp.sum(n * (w[None] - W[faces[:, 0]]), -1)
+    cand = ok & (side > EPA_VISIBLE[jp.dtype(dt).name] * scale)
+    visible = jp.zeros(nf, bool).at[f].set(True)
+    for _ in range(EPA_GROW):
+        visible = visible | (cand & jp.any(visible[twin_face], axis=1))
+    visible = visible & fvalid
+    horizon = (visible[:, None] & ~visible[twin_face]).reshape(-1)
+    free = ~fvalid | visible
+    hrank = jp.cumsum(horizon) - 1
+    frank = jp.cumsum(free) - 1
+    assign = (horizon[:, None] & free[None, :] & (hrank[:, None] == frank[None, :]))
+    # new face per assigned slot: (from, to, new vertex)
+    got = jp.any(assign, axis=0)
+    src = jp.argmax(assign, axis=0)
+    newf = jp.stack([e_from[src], e_to[src], jp.full(nf, vid, jp.int32)], -1)
+    faces2 = jp.where(got[:, None], newf, faces)
+    fvalid2 = (fvalid & ~visible) | got
+    W2 = W.at[vid].set(w)
+    WA2 = WA.at[vid].set(a)
+    WB2 = WB.at[vid].set(b)
+    keep = lambda x, y: jp.where(stop, x, y)  # noqa: E731
+    return (keep(W, W2), keep(WA, WA2), keep(WB, WB2), keep(faces, faces2),
+            keep(fvalid, fvalid2), stop)
 
 
 def _epa(sup, P, PA, PB):
