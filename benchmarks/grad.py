@@ -22,19 +22,8 @@ import time
 
 import jax
 import jax.numpy as jp
+from run import _model_path  # benchmarks/run.py, beside this script
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-
-
-def _model_path(name: str) -> pathlib.Path:
-    local = ROOT / "models" / f"{name}.xml"
-    if local.exists():
-        return local
-    import importlib.util
-
-    spec = importlib.util.find_spec("gymnasium")
-    gym = pathlib.Path(next(iter(spec.submodule_search_locations))) / "envs/mujoco/assets"
-    return gym / f"{name}.xml"
 
 
 def _measure(fn, *args) -> dict:
