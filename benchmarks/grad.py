@@ -17,13 +17,11 @@ Disable the persistent compilation cache when measuring jit seconds.
 from __future__ import annotations
 
 import argparse
-import pathlib
 import time
 
 import jax
 import jax.numpy as jp
 from run import _model_path  # benchmarks/run.py, beside this script
-
 
 
 def _measure(fn, *args) -> dict:
