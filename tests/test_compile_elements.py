@@ -634,3 +634,13 @@ def test_sensor_data_token_lists():
         el.attrs["data"] = tokens[i]
     out = sensors.build_sensors(ctx)
     assert _compare(out, mjm) > 5
+
+
+def test_body_margin_includes_gap():
+    """body_margin is the largest margin + gap of the body's geoms (MuJoCo 4.0)."""
+    xml = """<mujoco><worldbody><body><freejoint/>
+      <geom size=".1" margin=".2" gap=".05"/><geom size=".1" margin=".1" gap=".3"/>
+    </body></worldbody></mujoco>"""
+    ours = mjx_lite.load_model_from_string(xml)
+    ref = mujoco.MjModel.from_xml_string(xml)
+    assert_close("body_margin", np.asarray(ours.body_margin), ref.body_margin, 1e-15)

@@ -678,7 +678,7 @@ def geom_fields(tb: TreeBuilder, nbody: int) -> dict:
         b = info["bodyid"]
         contype[b] |= info["contype"]
         conaff[b] |= info["conaffinity"]
-        margin[b] = max(margin[b], info["margin"])
+        margin[b] = max(margin[b], info["margin"] + info["gap"])  # MuJoCo: margin + gap
     f.update(body_contype=contype, body_conaffinity=conaff, body_margin=margin)
     return f
 
