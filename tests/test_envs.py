@@ -130,6 +130,7 @@ def _scale_masses(m, key):
     return m.replace(body_mass=m.body_mass * scale)
 
 
+@pytest.mark.acceptance  # minutes of compile: kept out of the CI tier
 def test_domain_randomization_step_matches_gymnasium_on_changed_models():
     """Vmap over 4 Models with randomized body_mass (+ set_const) and 4 states; each env equals
     gymnasium's InvertedPendulum-v5 whose MjModel got the same masses and mj_setConst."""
@@ -188,6 +189,7 @@ def test_episode_autoreset_and_gym_adapter():
     assert np.all(np.asarray(venv.state.info["steps"]) == 0)
 
 
+@pytest.mark.acceptance  # minutes of compile: kept out of the CI tier
 def test_train_ppo_example_runs(tmp_path):
     """examples/train_ppo.py end to end in a reduced form (2 short iterations)."""
     import importlib.util

@@ -226,7 +226,7 @@ def _errors_all_integrators(name: str, seed: int, sensors: bool) -> dict:
 
 
 @pytest.mark.parametrize("integrator", INTEGRATORS, ids=lambda i: i.name.lower())
-@pytest.mark.parametrize("name", ["mixed", "transmissions", "hopper"])
+@pytest.mark.parametrize("name", ["mixed", "hopper"])  # transmissions: acceptance
 def test_forward_and_step_match_mujoco(name, integrator):
     errs = _errors(name, integrator, seed=int(integrator))
     bad = {k: v for k, v in errs.items() if not v <= RTOL}

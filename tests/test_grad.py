@@ -140,6 +140,7 @@ def cartpole_grads():
     return loss, p0, grads
 
 
+@pytest.mark.acceptance  # minutes of compile: kept out of the CI tier
 def test_cartpole_gradients_match_differences(cartpole_grads):
     loss, p0, grads = cartpole_grads
     unroll, implicit = grads(p0)
@@ -152,6 +153,7 @@ def test_cartpole_gradients_match_differences(cartpole_grads):
     assert rel_error(implicit, unroll) <= AGREE_RTOL
 
 
+@pytest.mark.acceptance  # minutes of compile: kept out of the CI tier
 def test_cartpole_gradients_finite_at_degenerate_states(cartpole_grads):
     """Exactly touching the limit, zero velocity, zero control: every entry finite."""
     _, _, grads = cartpole_grads

@@ -13,6 +13,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from conftest import REPO_ROOT
 
 TOL = 1e-12
@@ -66,6 +68,7 @@ _SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.acceptance  # minutes of compile: kept out of the CI tier
 def test_sharded_batch_equals_unsharded():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
                JAX_PLATFORMS="cpu", TOL=str(TOL), MODEL=str(REPO_ROOT / "models" / "cartpole.xml"),
