@@ -381,12 +381,11 @@ def integrate(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll"
 
 def step(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") -> Data:
     """One simulation step (mj_step): divergence checks of qpos and qvel, forward, the check
-    of qacc, then integrate (see ``support.check_acc`` for the one difference on a reset)."""
+    of qacc (a reset runs forward again on the reset state), then integrate."""
     d = support.check_vel(m, support.check_pos(m, d))
     d = forward(m, d, loop=loop, adjoint=adjoint)
-    bad_acc = support.is_bad(d.qacc)
-    d = integrate(m, d, loop=loop, adjoint=adjoint)
-    return support.check_acc(m, d, bad_acc)
+    d = support.check_acc(m, d, lambda dr: forward(m, dr, loop=loop, adjoint=adjoint))
+    return integrate(m, d, loop=loop, adjoint=adjoint)
 
 
 def inverse(m: Model, d: Data) -> Data:

@@ -121,29 +121,35 @@ def is_bad(x: jax.Array) -> jax.Array:
     return jp.any(~(jp.abs(x) <= MAXVAL))
 
 
-def reset_where(m: Model, d: Data, bad: jax.Array, warning: int) -> Data:
-    """Counts ``warning`` where ``bad``; unless the autoreset bit is disabled, also resets such
-    Data to mj_resetData's state (qpos0, zero velocity, controls and warnings), keeping a count
-    of 1 for ``warning``. ``bad`` is a scalar per Data, so under vmap only the bad members
-    change and the others stay bit-identical."""
-    bad = jp.asarray(bad, bool)
-    if m.opt.disableflags & DisableBit.AUTORESET:
-        return d.replace(warning_count=d.warning_count.at[warning].add(bad.astype(jp.int32)))
+def reset_data(m: Model, like: Data, warning: int) -> Data:
+    """mj_resetData's state (qpos0, zero velocity, controls and warnings) with a count of 1 for
+    ``warning``, shaped as ``like``. It depends on ``m`` only, so under a vmap over Data it is
+    computed once, not per member."""
     from mjx_lite.io import make_data  # io imports the constraint stage
 
     fresh = make_data(m)
     fresh = fresh.replace(
-        warning_count=jp.zeros_like(d.warning_count).at[warning].set(1))
+        warning_count=jp.zeros(like.warning_count.shape, jp.int32).at[warning].set(1))
 
-    def pick(new, cur):
-        new = jp.asarray(new, cur.dtype)
-        if new.shape != cur.shape:
+    def shaped(new, cur):
+        if jp.shape(new) != jp.shape(cur):
             # a Data built with another contact / row budget: those fields are outputs that
             # the next forward pass recomputes, so zeros stand in for the reset value
-            new = jp.zeros_like(cur)
-        return jp.where(bad, new, cur)
+            return jp.zeros(jp.shape(cur), cur.dtype)
+        return jp.asarray(new, cur.dtype)
 
-    return jax.tree.map(pick, fresh, d)
+    return jax.tree.map(shaped, fresh, like)
+
+
+def reset_where(m: Model, d: Data, bad: jax.Array, warning: int) -> Data:
+    """Counts ``warning`` where ``bad``; unless the autoreset bit is disabled, also resets such
+    Data (``reset_data``). ``bad`` is a scalar per Data, so under vmap only the bad members
+    change and the others stay bit-identical."""
+    bad = jp.asarray(bad, bool)
+    if m.opt.disableflags & DisableBit.AUTORESET:
+        return d.replace(warning_count=d.warning_count.at[warning].add(bad.astype(jp.int32)))
+    fresh = reset_data(m, d, warning)
+    return jax.tree.map(lambda new, cur: jp.where(bad, new, cur), fresh, d)
 
 
 def check_pos(m: Model, d: Data) -> Data:
@@ -156,12 +162,14 @@ def check_vel(m: Model, d: Data) -> Data:
     return reset_where(m, d, is_bad(d.qvel), WARN_BADQVEL)
 
 
-def check_acc(m: Model, d: Data, bad: jax.Array | None = None) -> Data:
-    """mj_checkAcc: a bad qacc counts a BADQACC warning and resets the Data (autoreset).
+def check_acc(m: Model, d: Data, reforward) -> Data:
+    """mj_checkAcc on a forward-computed Data: a bad qacc counts a BADQACC warning and, with
+    autoreset, replaces the Data by ``reforward`` applied to the reset state (MuJoCo runs
+    mj_forward again there, so the step that follows integrates from it).
 
-    ``bad`` defaults to is_bad(d.qacc); ``step`` passes the flag of the forward pass and
-    applies it to the integrated Data. MuJoCo then runs mj_forward on the reset state and
-    integrates it; a reset here returns the reset state itself (time 0), which saves a second
-    forward pass per step.
-    """
-    return reset_where(m, d, is_bad(d.qacc) if bad is None else bad, WARN_BADQACC)
+    A ``lax.cond``: unbatched, the second forward pass runs only on a bad qacc; under a vmap
+    over Data it runs once per step for the whole batch (it depends on ``m`` only)."""
+    bad = is_bad(d.qacc)
+    if m.opt.disableflags & DisableBit.AUTORESET:
+        return d.replace(warning_count=d.warning_count.at[WARN_BADQACC].add(bad.astype(jp.int32)))
+    return jax.lax.cond(bad, lambda: reforward(reset_data(m, d, WARN_BADQACC)), lambda: d)
