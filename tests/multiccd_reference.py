@@ -20,9 +20,10 @@ box-mesh and mesh-mesh pairs are reproduced to 1e-9 by this model, given the EPA
    ``|u . n| < sin(5 deg)`` (``EDGE_SIN``); it is clipped by the side planes of the aligned
    face, each point projected along that face's normal onto its plane as in 2.
 4. Otherwise (vertex contacts, or an edge too steep): the single EPA contact.
-5. Points with ``dist > margin`` are dropped (margin 0). With a nonzero margin MuJoCo
-   keeps points beyond the margin (dist 0.028 at margin 0.02), so the filter there is
-   different and not modeled here.
+5. Points with ``dist > margin`` are dropped (margin 0). With a nonzero margin the same
+   dist and pos formulas hold (matched to 1e-6 on box-pebble and box-rock at margins 0.02
+   and 0.05), but MuJoCo keeps points beyond the margin (dist up to 0.0399 at margin 0.02,
+   0.0954 at 0.05): consistent with no filter or with ``dist <= 2 margin``; not established.
 
 Not covered: more than 4 clipped points (MuJoCo keeps 4; which 4 is not established), a
 few mesh-mesh edge cases (rock-pebble: 3 of 15 states differ by up to 5e-3 in pos), the
