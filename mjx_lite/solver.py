@@ -16,9 +16,15 @@ differentiable too, as the implicit adjoint never differentiates the iterations)
 The solution is characterised by ``residual(m, d, qacc) = 0`` (the primal gradient), and
 ``hessian(m, d, qacc)`` is its Jacobian: an implicit adjoint needs only these two.
 
-PGS solves the dual problem with ``opt.iterations`` projected Gauss-Seidel sweeps (scalar
-rows exactly, elliptic contacts as blocks). It is a plain cyclic PGS: MuJoCo 4.0's randomized
-order and Nesterov momentum are not reproduced, so only the converged forces match.
+PGS solves the dual problem with up to ``opt.iterations`` projected Gauss-Seidel sweeps,
+MuJoCo 4.0's algorithm step for step: every sweep visits the active constraints in a
+pseudo-random order (Fisher-Yates with PCG32, fixed seed), scalar rows take their exact
+projected minimizer, elliptic contacts a ray update then a QCQP on their friction ellipse,
+and sweeps are accelerated by Nesterov momentum with adaptive gradient restart. Iterates,
+``solver_niter`` and forces match MuJoCo's to rounding, not only at convergence.
+
+All solvers scale their termination tests by 1 / trace(qM) of the current state (MuJoCo 4.0;
+our solve has no islands, which matches MuJoCo with islands disabled).
 """
 
 from __future__ import annotations
@@ -191,8 +197,13 @@ def _hessian(m: Model, d: Data, p: RowPlan, cone, quad, middle, hcone):
     return h
 
 
-def _scale(m: Model):
-    return 1.0 / (m.stat.meaninertia * max(1, m.nv))
+_MINVAL = 1e-15  # mjMINVAL
+
+
+def _scale(d: Data):
+    # MuJoCo 4.0 scales the termination tests by the trace of the current inertia matrix
+    # (of the whole model: our solvers have no islands), no longer by stat.meaninertia
+    return 1.0 / jp.maximum(_MINVAL, jp.trace(d.qM))
 
 
 def constraint_cost(m: Model, d: Data, qacc: jax.Array) -> jax.Array:
@@ -256,7 +267,7 @@ def _linesearch(m, d, p, cone, ctx: Context):
         return d1, d2
 
     dtype = ctx.qacc.dtype
-    gtol = m.opt.tolerance * m.opt.ls_tolerance * jp.linalg.norm(srch) / _scale(m)
+    gtol = m.opt.tolerance * m.opt.ls_tolerance * jp.linalg.norm(srch) / _scale(d)
     d1, d2 = derivs(jp.zeros((), dtype))
     alpha = jp.maximum(-d1 / jp.maximum(d2, 1e-30), 0.0)
     lo, hi = jp.zeros((), dtype), jp.full((), jp.inf, dtype)
@@ -298,7 +309,7 @@ def _primal_step(m, d, p, cone, newton: bool, ctx: Context) -> Context:
         beta = (jp.dot(my, grad) - 2 * jp.dot(y, my) * jp.dot(ctx.search, grad) / dys) / dys
         beta = jp.where(dy_ok, jp.maximum(beta, 0.0), 0.0)
         search = -mgrad + beta * ctx.search
-    scale = _scale(m)
+    scale = _scale(d)
     improvement = scale * (ctx.cost - cost)
     gradient = scale * jp.linalg.norm(grad)
     tol = m.opt.tolerance
@@ -327,7 +338,7 @@ def _init(m: Model, d: Data, p: RowPlan, cone, newton: bool) -> Context:
         use = cw < cs
         qacc, ma, jar = (jp.where(use, a, b) for a, b in ((qw, qacc), (maw, ma), (jarw, jar)))
     cost, grad, mgrad = _evaluate(m, d, p, cone, qacc, ma, jar, newton)
-    scale = _scale(m)
+    scale = _scale(d)
     # duality-gap certificate (MuJoCo 4.0): 0.5 g' M^-1 g bounds the suboptimality
     mg = mgrad if not newton else smooth.solve_m(m, d, grad)
     cert = scale * 0.5 * jp.dot(grad, mg) < m.opt.tolerance
@@ -352,44 +363,225 @@ def _solve_primal(m: Model, d: Data, p: RowPlan, newton: bool, loop: str) -> Con
 # dual solver
 
 
-def _project(p: RowPlan, d: Data, i, fi):
-    """Projects one scalar force onto its admissible set (pyramidal / box / free)."""
+# MuJoCo 4.0 visits the constraints of every sweep in a fresh pseudo-random order: a
+# Fisher-Yates pass over the active constraints (a scalar row, or a whole elliptic contact),
+# driven by PCG32 (XSH-RR output, LCG multiplier below, increment 1) seeded with state 1 at
+# every solve, the permutation carried over from sweep to sweep. The draws depend on the
+# number of active constraints, a traced quantity, so the generator runs in JAX; its 64-bit
+# state is kept as two uint32 halves so that it works without jax_enable_x64.
+_PCG_MULT_HI, _PCG_MULT_LO = 0x5851F42D, 0x4C957F2D
+_REVERT = 1e-10  # a constraint update that raises the dual cost by more than this is undone
+_QCQP_ITERATIONS = 20
+
+
+def _mul32(a, b):
+    """(high, low) uint32 halves of the 64-bit product of two uint32 arrays."""
+    m16 = jp.uint32(0xFFFF)
+    a0, a1, b0, b1 = a & m16, a >> 16, b & m16, b >> 16
+    p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
+    mid = (p00 >> 16) + (p01 & m16) + (p10 & m16)
+    return p11 + (p01 >> 16) + (p10 >> 16) + (mid >> 16), a * b
+
+
+def _pcg32(hi, lo):
+    """One PCG32 draw from the state (hi, lo): (output, next hi, next lo), all uint32."""
+    # output from the current state: rotate(((s >> 18) ^ s) >> 27, s >> 59)
+    t_lo = lo ^ ((lo >> 18) | (hi << 14))
+    t_hi = hi ^ (hi >> 18)
+    x = (t_lo >> 27) | (t_hi << 5)
+    rot = hi >> 27
+    out = (x >> rot) | (x << ((jp.uint32(32) - rot) & jp.uint32(31)))
+    # s * multiplier + 1 (mod 2^64)
+    h, l1 = _mul32(lo, jp.uint32(_PCG_MULT_LO))
+    h = h + lo * jp.uint32(_PCG_MULT_HI) + hi * jp.uint32(_PCG_MULT_LO)
+    l2 = l1 + jp.uint32(1)
+    return out, h + (l2 == 0).astype(jp.uint32), l2
+
+
+def _shuffle(perm, rng, n):
+    """Fisher-Yates pass over perm[:n] (n traced, perm (U,) int32), as MuJoCo's PGS does
+    before every sweep: for i = n .. 2, swap perm[i - 1] with perm[draw % i]."""
+    size = perm.shape[0]
+    if size < 2:
+        return perm, rng
+
+    def body(carry, s):
+        perm, hi, lo = carry
+        i = n - s
+        ok = i >= 2
+        out, hi_n, lo_n = _pcg32(hi, lo)
+        j = (out % jp.maximum(i, 1).astype(jp.uint32)).astype(jp.int32)
+        a, b = perm[jp.maximum(i - 1, 0)], perm[j]
+        swapped = perm.at[jp.maximum(i - 1, 0)].set(b).at[j].set(a)
+        return (jp.where(ok, swapped, perm), jp.where(ok, hi_n, hi),
+                jp.where(ok, lo_n, lo)), None
+
+    (perm, hi, lo), _ = jax.lax.scan(body, (perm, *rng), jp.arange(size - 1))
+    return perm, (hi, lo)
+
+
+def _qcqp(a, b, d, r, mask):
+    """min 0.5 x'A x + x'b  s.t.  sum (x_i / d_i)^2 <= r^2 over the dims in ``mask``.
+
+    Newton's method on the multiplier of the ellipsoid constraint, with the exits and
+    thresholds of MuJoCo's mju_QCQP2/3/mju_QCQP. Returns (x, constrained).
+    """
+    n = b.shape[0]
+    eye = jp.eye(n, dtype=b.dtype)
+    m2 = mask[:, None] & mask[None, :]
+    ds = jp.where(mask, d, 1.0)
+    bs = jp.where(mask, b * ds, 0.0)
+    As = jp.where(m2, a * ds[:, None] * ds[None, :], eye)
+    small = jp.sum(mask) <= 3  # 2 and 3 friction dims test the determinant, more the pivots
+
+    def body(carry, _):
+        la, v, done, fail = carry
+        ala = As + la * jp.diag(mask.astype(b.dtype))
+        chol = jp.linalg.cholesky(ala)
+        piv = jp.diagonal(chol) ** 2
+        bad = jp.where(small, jp.prod(piv) < 1e-10, jp.any(piv < 1e-10))
+        bad = bad | ~jp.all(jp.isfinite(piv))
+        chol = jp.where(bad, eye, chol)
+        vv = -jax.scipy.linalg.cho_solve((chol, True), bs)
+        val = vv @ vv - r * r
+        deriv = -2.0 * vv @ jax.scipy.linalg.cho_solve((chol, True), vv)
+        delta = -val / jp.where(deriv != 0, deriv, -1.0)
+        stop = bad | (val < 1e-10) | (delta < 1e-10)
+        new = (jp.where(stop, la, la + delta), jp.where(bad, 0.0, vv), done | stop, bad)
+        return jax.tree_util.tree_map(lambda o, x: jp.where(done, o, x), carry, new), None
+
+    init = (jp.zeros((), b.dtype), jp.zeros_like(b), jp.asarray(False), jp.asarray(False))
+    (la, v, _, fail), _ = jax.lax.scan(body, init, None, length=_QCQP_ITERATIONS)
+    return v * ds, (la != 0) & ~fail
+
+
+class _Dual(PyTreeNode):
+    """The dual problem and the constraint layout PGS walks: ar (nefc, nefc) = A + R, b (nefc,),
+    act (nefc,), unit_start (U,) first row of each unit (a scalar row or an elliptic contact
+    slot), unit_block (U,) whether the unit is an elliptic cone, friction (ncon, width - 1)."""
+
+    ar: jax.Array
+    b: jax.Array
+    act: jax.Array
+    unit_start: jax.Array
+    unit_block: jax.Array
+    friction: jax.Array
+
+
+def _dual_project(p: RowPlan, d: Data, dual: _Dual, f):
+    """Projects forces onto the admissible set: friction loss into its box, limits and contacts
+    non-negative, elliptic forces radially into their cone (the momentum step's projection)."""
+    idx = np.arange(p.nefc)
+    is_fr = (idx >= p.ne) & (idx < p.ne + p.nf)
+    floss = d.efc_frictionloss
+    is_cone = jp.zeros(p.nefc, bool)
+    if p.elliptic and p.nc:
+        is_cone = d.efc_type == CONTACT_ELLIPTIC
+    out = jp.where(is_fr, jp.clip(f, -floss, floss), f)
+    out = jp.where((idx >= p.ne + p.nf) & ~is_cone, jp.maximum(out, 0.0), out)
+    if p.elliptic and p.nc:
+        s0, w = p.ne + p.nf + p.nl, p.width
+        fc = out[s0:].reshape(p.ncon, w)
+        cone = is_cone[s0:].reshape(p.ncon, w)[:, 0]
+        act = dual.act[s0:].reshape(p.ncon, w)[:, 1:]
+        mu = dual.friction
+        f0 = fc[:, 0]
+        s = jp.sum(jp.where(act, fc[:, 1:] ** 2 / mu**2, 0.0), -1)
+        shrink = _safe_sqrt(f0 * f0 / jp.maximum(_MINVAL, s))
+        ft = jp.where((s > f0 * f0)[:, None], fc[:, 1:] * shrink[:, None], fc[:, 1:])
+        blk = jp.concatenate([f0[:, None], ft], 1)
+        blk = jp.where((f0 < 0)[:, None], 0.0, blk)
+        fc = jp.where(cone[:, None], blk, fc)
+        out = out.at[s0:].set(fc.ravel())
+    return out
+
+
+def _scalar_update(p: RowPlan, d: Data, dual: _Dual, f, i):
+    """Exact minimization along row i, projected: (forces, dual cost change)."""
+    res = dual.ar[i] @ f + dual.b[i]
+    a = dual.ar[i, i]
     floss = d.efc_frictionloss[i]
-    is_eq = i < p.ne
+    fi = f[i] - res / a
     is_fr = (i >= p.ne) & (i < p.ne + p.nf)
-    return jp.where(is_eq, fi, jp.where(is_fr, jp.clip(fi, -floss, floss),
-                                        jp.maximum(fi, 0.0)))
+    fi = jp.where(is_fr, jp.clip(fi, -floss, floss), fi)
+    fi = jp.where(i >= p.ne + p.nf, jp.maximum(fi, 0.0), fi)
+    delta = fi - f[i]
+    change = 0.5 * delta * delta * a + delta * res
+    keep = change <= _REVERT
+    return f.at[i].set(jp.where(keep, fi, f[i])), jp.where(keep, change, 0.0)
 
 
-def _soc_project(g):
-    """Euclidean projection of g = (t, u) onto the second-order cone |u| <= t."""
-    t, u = g[0], g[1:]
-    n = _safe_sqrt(jp.sum(u * u))
-    scale = 0.5 * (t + n)
-    on_edge = scale * jp.concatenate([jp.ones(1, g.dtype), u / jp.where(n > 0, n, 1.0)])
-    return jp.where(n <= t, g, jp.where(n <= -t, jp.zeros_like(g), on_edge))
-
-
-# projected-gradient steps per elliptic block visit; each step decreases the dual cost, so
-# the outer sweeps converge whatever the count (it only trades sweeps for block accuracy)
-_CONE_STEPS = 20
+def _cone_update(p: RowPlan, dual: _Dual, f, unit):
+    """One elliptic contact (Computation, "Algorithms"): a line search along the ray through the
+    current force, then the friction forces on the ellipse of the new normal force (a QCQP).
+    Returns (forces, dual cost change)."""
+    w = p.width
+    start = dual.unit_start[unit]
+    rows = start + jp.arange(w)
+    mask = dual.act[rows]
+    m2 = mask[:, None] & mask[None, :]
+    a = jp.where(m2, dual.ar[rows][:, rows], 0.0)
+    res = jp.where(mask, dual.ar[rows] @ f + dual.b[rows], 0.0)
+    old = jp.where(mask, f[rows], 0.0)
+    mu = dual.friction[unit - (dual.unit_start.shape[0] - p.ncon)]
+    # normal force near zero: a plain normal update; otherwise the ray update
+    f0n = jp.maximum(old[0] - res[0] / jp.where(a[0, 0] > 0, a[0, 0], 1.0), 0.0)
+    low = jp.zeros_like(old).at[0].set(f0n)
+    den = old @ a @ old
+    x = -(old @ res) / jp.where(den >= _MINVAL, den, 1.0)
+    x = jp.where(old[0] + x * old[0] < 0, -old[0] / jp.where(old[0] != 0, old[0], 1.0), x)
+    ray = jp.where(den >= _MINVAL, old + x * old, old)
+    new = jp.where(old[0] < _MINVAL, low, ray)
+    # friction with the normal force fixed
+    fn = new[0]
+    bc = res[1:] - a[1:, 1:] @ old[1:] + a[1:, 0] * (fn - old[0])
+    v, on = _qcqp(a[1:, 1:], bc, mu, fn, mask[1:])
+    s = jp.sum(jp.where(mask[1:], v * v / mu**2, 0.0))
+    v = jp.where(on, v * _safe_sqrt(fn * fn / jp.maximum(_MINVAL, s)), v)
+    new = new.at[1:].set(jp.where(fn < _MINVAL, 0.0, jp.where(mask[1:], v, 0.0)))
+    delta = new - old
+    change = 0.5 * delta @ a @ delta + delta @ res
+    keep = change <= _REVERT
+    blk = jp.where(keep, new, old)
+    return f.at[rows].set(jp.where(mask, blk, f[rows])), jp.where(keep, change, 0.0)
 
 
 def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
-    """Projected Gauss-Seidel on the dual: min 0.5 f'(A + R) f + f'(J a0 - aref), f in Omega.
+    """Projected Gauss-Seidel on the dual, as MuJoCo 4.0 runs it:
+    min 0.5 f'(A + R) f + f'(J a0 - aref), f in Omega.
 
-    Scalar rows (equality: free, friction loss: box, limits and pyramidal edges: f >= 0) take
-    the exact one-dimensional minimizer. An elliptic contact is one block: its cone
-    f0 >= |(f_j / friction_j)| becomes the standard second-order cone after scaling, where
-    projected-gradient steps on the block's quadratic improve it (Computation, "Algorithms").
+    Each sweep visits the active constraints in a pseudo-random order (see ``_shuffle``):
+    scalar rows take their exact projected minimizer, elliptic contacts the ray and QCQP
+    updates of ``_cone_update``; an update that raises the cost by more than 1e-10 is undone.
+    Nesterov momentum with adaptive restart (O'Donoghue and Candes): from the third sweep
+    after a (re)start, the sweep starts at x_k + (k - 1) / (k + 2) (x_k - x_{k-1}), projected
+    into Omega; the momentum count k restarts at 0 when the sweep's step from that point goes
+    against the extrapolation. A sweep counts as an iteration; the solve stops once the cost
+    improvement of a sweep, scaled by 1 / trace(M), falls below ``tolerance``.
     """
     minv_jt = smooth.solve_m(m, d, d.efc_J.T)  # (nv, nefc)
     ar = d.efc_J @ minv_jt + jp.diag(d.efc_R)
     b = d.efc_J @ d.qacc_smooth - d.efc_aref
     act = d.efc_active
-    diag = jp.diag(ar)
     blocks = p.elliptic and p.nc > 0
     nscalar = p.ne + p.nf + p.nl if blocks else p.nefc
+    starts = np.arange(nscalar)
+    if blocks:
+        starts = np.concatenate([starts, nscalar + p.width * np.arange(p.ncon)])
+        friction = jp.maximum(1e-5, d.contact.friction)[:, : p.width - 1]
+    else:
+        friction = jp.zeros((0, 1), b.dtype)
+    nunit = starts.size
+    unit_block = np.arange(nunit) >= nscalar
+    if blocks:
+        unit_block = jp.asarray(unit_block) & (d.efc_type[starts] == CONTACT_ELLIPTIC)
+    dual = _Dual(ar=ar, b=b, act=act, unit_start=jp.asarray(starts, jp.int32),
+                 unit_block=jp.asarray(unit_block), friction=friction)
+    unit_active = act[starts]
+    nactive = jp.sum(unit_active).astype(jp.int32)
+    # the active units in row order: MuJoCo's constraint list, which the permutation indexes
+    active_units = jp.nonzero(unit_active, size=nunit, fill_value=0)[0].astype(jp.int32)
+    scale = _scale(d)
 
     def dual_cost(f):
         return 0.5 * f @ ar @ f + f @ b
@@ -400,51 +592,46 @@ def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
         fw = _row_update(m, d, p, _cone(m, d, p), jar)[0]
         f0 = jp.where(dual_cost(fw) < 0.0, fw, f0)
 
-    def row(f, i):
-        res = ar[i] @ f + b[i]
-        fi = _project(p, d, i, f[i] - res / diag[i])
-        return f.at[i].set(jp.where(act[i], fi, 0.0)), None
-
-    if blocks:
-        w = p.width
-        fr = jp.maximum(1e-5, d.contact.friction)[:, : w - 1]
-        sinv = jp.concatenate([jp.ones((p.ncon, 1), b.dtype), fr], 1)  # x = sinv * g
-
-    def block(f, c):
-        idx = nscalar + c * w + jp.arange(w)
-        a = ar[idx][:, idx]
-        mask = act[idx]
-        q = ar[idx] @ f + b[idx] - a @ f[idx]
-        si = jp.where(mask, sinv[c], 0.0)
-        qg = si[:, None] * a * si[None, :]
-        lip = jp.maximum(jp.sqrt(jp.sum(qg * qg)), 1e-30)
-        g = jp.where(mask, f[idx] / jp.where(mask, sinv[c], 1.0), 0.0)
-
-        def step(g, _):
-            grad = qg @ g + si * q
-            return jp.where(mask, _soc_project(g - grad / lip), 0.0), None
-
-        g, _ = jax.lax.scan(step, g, None, length=_CONE_STEPS)
-        return f.at[idx].set(si * g), None
-
     def sweep(carry):
-        f, cost, done, it = carry
-        fn, _ = jax.lax.scan(row, f, jp.arange(nscalar))
-        if blocks:
-            fn, _ = jax.lax.scan(block, fn, jp.arange(p.ncon))
-        cn = dual_cost(fn)
-        conv = _scale(m) * (cost - cn) < m.opt.tolerance
-        keep = done
-        return (jp.where(keep, f, fn), jp.where(keep, cost, cn), done | conv,
-                jp.where(keep, it, it + 1))
+        f, prev, k, perm, rng, done, it = carry
+        # momentum: extrapolate from the third sweep after a (re)start, then project
+        beta = (k - 1).astype(b.dtype) / (k + 2).astype(b.dtype)
+        extrapolate = (it > 0) & (beta > 0)
+        y = jp.where(extrapolate, _dual_project(p, d, dual, f + beta * (f - prev)), f)
+        y = jp.where(act, y, 0.0)
+        perm, rng = _shuffle(perm, rng, nactive)
 
-    carry = (f0, dual_cost(f0), jp.asarray(p.nefc == 0), jp.zeros((), jp.int32))
+        def visit(carry, q):
+            f, improvement = carry
+            unit = active_units[perm[q]]
+            if blocks:
+                fn, change = jax.lax.cond(
+                    dual.unit_block[unit],
+                    lambda f: _cone_update(p, dual, f, unit),
+                    lambda f: _scalar_update(p, d, dual, f, dual.unit_start[unit]), f)
+            else:
+                fn, change = _scalar_update(p, d, dual, f, dual.unit_start[unit])
+            ok = q < nactive
+            return (jp.where(ok, fn, f), improvement - jp.where(ok, change, 0.0)), None
+
+        (fn, improvement), _ = jax.lax.scan(visit, (y, jp.zeros((), b.dtype)),
+                                            jp.arange(nunit))
+        # adaptive restart: the step from y goes against the extrapolation y - x_k
+        restart = jp.sum((fn - y) * (y - f)) < 0
+        kn = jp.where(restart, 0, k + 1)
+        conv = scale * improvement < m.opt.tolerance
+        new = (fn, f, kn, perm, rng, done | conv, it + 1)
+        return jax.tree_util.tree_map(lambda o, x: jp.where(done, o, x), carry, new)
+
+    rng = (jp.zeros((), jp.uint32), jp.ones((), jp.uint32))
+    carry = (f0, f0, jp.zeros((), jp.int32), jp.arange(nunit, dtype=jp.int32), rng,
+             nactive == 0, jp.zeros((), jp.int32))
     if loop == "early_exit":
-        carry = jax.lax.while_loop(lambda c: (~c[2]) & (c[3] < m.opt.iterations), sweep, carry)
+        carry = jax.lax.while_loop(lambda c: (~c[5]) & (c[6] < m.opt.iterations), sweep, carry)
     else:
         carry, _ = jax.lax.scan(lambda c, _: (sweep(c), None), carry, None,
                                 length=m.opt.iterations)
-    f, _, _, niter = carry
+    f, niter = carry[0], carry[6]
     qacc = d.qacc_smooth + minv_jt @ f
     return qacc, f, niter
 
