@@ -518,6 +518,12 @@ class Model(PyTreeNode):
     mesh_facenum: np.ndarray  # (nmesh) int32
     mesh_graph: np.ndarray  # (nmeshgraph) int32 convex hulls (see compiler.mesh.mesh_graph)
     mesh_graphadr: np.ndarray  # (nmesh) int32 address in mesh_graph, -1 without a hull
+    mesh_polynum: np.ndarray  # (nmesh) int32 hull polygons (compiler.mesh.mesh_polygons)
+    mesh_polyadr: np.ndarray  # (nmesh) int32 first polygon
+    mesh_polynormal: np.ndarray  # (nmeshpoly, 3) float64 outward unit normal, mesh frame
+    mesh_polyvertadr: np.ndarray  # (nmeshpoly) int32 address in mesh_polyvert
+    mesh_polyvertnum: np.ndarray  # (nmeshpoly) int32 corners
+    mesh_polyvert: np.ndarray  # (nmeshpolyvert) int32 corner vertex ids (mesh-local)
     mesh_pos: jax.Array  # (nmesh, 3) float64
     mesh_quat: jax.Array  # (nmesh, 4) float64
     mesh_scale: jax.Array  # (nmesh, 3) float64

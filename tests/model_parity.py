@@ -124,6 +124,53 @@ def _graph_error(m, mjm) -> float:
     return 0.0
 
 
+POLYGON_FIELDS = {"mesh_polynum", "mesh_polyadr", "mesh_polynormal", "mesh_polyvertadr",
+                  "mesh_polyvertnum", "mesh_polyvert"}
+
+
+# MuJoCo groups hull triangles whose normals agree within 1.6e-3 rad into one polygon, with an
+# order-dependent search (compiler.mesh.mesh_polygons); near-coplanar triangles can group
+# differently there and here. A polygon that is not in the other side's list must overlap one
+# there (two corners shared) whose normal agrees within this cosine (6.3e-3 rad).
+POLY_REGROUP_COS = 0.99998
+
+
+def _polygons(src, i) -> list[tuple[np.ndarray, frozenset]]:
+    """(normal, corner coordinates rounded) of each polygon of mesh i."""
+    va, vn = src.mesh_vertadr[i], src.mesh_vertnum[i]
+    vert = np.asarray(src.mesh_vert)[va:va + vn]
+    normal, vadr = np.asarray(src.mesh_polynormal), np.asarray(src.mesh_polyvertadr)
+    vnum, pvert = np.asarray(src.mesh_polyvertnum), np.asarray(src.mesh_polyvert)
+    adr = int(src.mesh_polyadr[i])
+    return [(normal[f], frozenset(tuple(np.round(np.asarray(vert[k], float), 5))
+                                  for k in pvert[vadr[f]:vadr[f] + vnum[f]]))
+            for f in range(adr, adr + int(src.mesh_polynum[i]))]
+
+
+def _polygon_error(m, mjm) -> float:
+    """Per mesh: every polygon equal on both sides (same corners, normals within
+    ``POLY_REGROUP_COS``: a regrouped polygon takes another first triangle's normal), except
+    near-coplanar regroupings (``POLY_REGROUP_COS``). 0 or inf."""
+    err = 0.0
+    for i in range(mjm.nmesh):
+        theirs, ours = _polygons(mjm, i), _polygons(m, i)
+        if not theirs and not ours:
+            continue
+        if not theirs or not ours:
+            return np.inf
+        by_corners = {c: n for n, c in ours}
+        if any(c in by_corners and n @ by_corners[c] <= POLY_REGROUP_COS for n, c in theirs):
+            return np.inf
+        for a, b in ((theirs, ours), (ours, theirs)):
+            exact = {c for _, c in b}
+            for n, c in a:
+                if c in exact:
+                    continue
+                if not any(n @ n2 > POLY_REGROUP_COS and len(c & c2) >= 2 for n2, c2 in b):
+                    return np.inf
+    return err
+
+
 def field_error(m, mjm, name: str) -> tuple[float, float, str]:
     """(relative error, tolerance, where) of one listed field."""
     uses_mesh = mjm.nmesh > 0 or mjm.nhfield > 0
@@ -132,6 +179,8 @@ def field_error(m, mjm, name: str) -> tuple[float, float, str]:
         return _vertex_set_error(m, mjm), rtol, ""
     if name == "mesh_graph":
         return _graph_error(m, mjm), rtol, "hull graph"
+    if name in POLYGON_FIELDS:
+        return _polygon_error(m, mjm), rtol, "polygon planes"
     if name == "mesh_face":
         ok = np.asarray(m.mesh_face).shape == np.asarray(mjm.mesh_face).shape
         return (0.0 if ok else np.inf), rtol, "shape"

@@ -159,6 +159,7 @@ def _mesh_fields(meshes: dict) -> dict:
         mesh_quat=np.array([m.quat for m in order], dtype=float).reshape(n, 4),
         mesh_scale=np.array([m.scale for m in order], dtype=float).reshape(n, 3),
         **_graph_fields(order),
+        **_polygon_fields(order),
     )
 
 
@@ -172,6 +173,30 @@ def _graph_fields(order: list) -> dict:
     adr = np.where(sizes > 0, adr, -1).astype(np.int32)
     graph = np.concatenate(graphs).astype(np.int32) if graphs else np.zeros(0, np.int32)
     return dict(nmeshgraph=int(sizes.sum()), mesh_graphadr=adr, mesh_graph=graph)
+
+
+def _polygon_fields(order: list) -> dict:
+    """mesh_polynum, mesh_polyadr, mesh_polynormal, mesh_polyvertadr, mesh_polyvertnum,
+    mesh_polyvert: each hull's faces merged into polygons (``mesh.mesh_polygons``)."""
+    from mjx_lite.compiler import mesh as mesh_module
+
+    normals, polys, num = [], [], []
+    for m in order:
+        nrm, ps = mesh_module.mesh_polygons(m)
+        normals.append(nrm)
+        polys.extend(ps)
+        num.append(len(ps))
+    num = np.asarray(num, np.int32)
+    vnum = np.asarray([len(p) for p in polys], np.int32)
+    return dict(
+        mesh_polynum=num,
+        mesh_polyadr=np.concatenate([[0], np.cumsum(num)[:-1]]).astype(np.int32)[:len(num)],
+        mesh_polynormal=np.concatenate(normals).reshape(-1, 3) if normals else np.zeros((0, 3)),
+        mesh_polyvertadr=np.concatenate([[0], np.cumsum(vnum)[:-1]]).astype(np.int32)[
+            :len(vnum)],
+        mesh_polyvertnum=vnum,
+        mesh_polyvert=np.concatenate(polys).astype(np.int32) if polys else np.zeros(0, np.int32),
+    )
 
 
 def _hfield_fields(hfields: dict) -> dict:

@@ -788,3 +788,70 @@ def mesh_graph(result: MeshResult) -> np.ndarray:
         edges.extend(sorted(lst) + [-1])
     out = [len(ids), len(face), *adr, *ids.tolist(), *edges, *face.reshape(-1).tolist()]
     return np.asarray(out, np.int32)
+
+
+# MuJoCo merges hull triangles into one polygon when their unit normals' dot exceeds this
+_POLY_COS = 0.99999872
+
+
+def mesh_polygons(result: MeshResult) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The convex hull's faces merged into polygons, as MuJoCo's ``mesh_poly*`` describe them.
+
+    Hull triangles whose normals agree within ``_POLY_COS`` (dot of unit normals) form one
+    group; each connected part of a group's boundary is one polygon, traced counter-clockwise
+    seen from outside; its normal is the normal of the group's first triangle. Polygons are
+    ordered by normal (x, then y, then z, decreasing), the order of MuJoCo's polygon set.
+
+    MuJoCo finds a triangle's group with a tolerance comparator inside a ``std::set``, which is
+    not a strict weak order: it sometimes misses the group and splits one flat face in two
+    (a dodecahedron's pentagon as a quad and a triangle). We search every group, so such a
+    face stays whole here; tests/model_parity.py compares polygons plane by plane for that.
+
+    Returns:
+      normals: (npoly, 3) unit outward normals in the mesh frame.
+      polys: npoly int32 arrays of vertex ids (ids into ``vert``).
+    """
+    face = np.asarray(result.hull_face)
+    if len(result.hull_vert) == 0 or len(face) == 0:
+        return np.zeros((0, 3)), []
+    v = result.vert64
+    n = np.cross(v[face[:, 1]] - v[face[:, 0]], v[face[:, 2]] - v[face[:, 0]])
+    ln = np.linalg.norm(n, axis=1, keepdims=True)
+    n = n / np.where(ln > _MINVAL, ln, 1.0)
+    gnormal: list[np.ndarray] = []
+    gfaces: list[list[int]] = []
+    for i, ni in enumerate(n):
+        for g, ng in enumerate(gnormal):
+            if ng @ ni > _POLY_COS:
+                gfaces[g].append(i)
+                break
+        else:
+            gnormal.append(ni)
+            gfaces.append([i])
+    out = []
+    for ng, fs in zip(gnormal, gfaces):
+        edges = [(int(f[k]), int(f[(k + 1) % 3])) for f in face[fs] for k in range(3)]
+        eset = set(edges)
+        boundary = [e for e in edges if (e[1], e[0]) not in eset]
+        nxt: dict[int, list[int]] = {}
+        for a, b in boundary:
+            nxt.setdefault(a, []).append(b)
+        used = set()
+        for a, b in boundary:
+            if (a, b) in used:
+                continue
+            path = [a]
+            cur = (a, b)
+            while cur not in used:
+                used.add(cur)
+                if cur[1] == a:
+                    break
+                path.append(cur[1])
+                cand = [c for c in nxt[cur[1]] if (cur[1], c) not in used]
+                if not cand:
+                    break
+                cur = (cur[1], cand[0])
+            if len(path) >= 3:
+                out.append((ng, np.asarray(path, np.int32)))
+    order = sorted(range(len(out)), key=lambda k: tuple(-out[k][0]))
+    return (np.array([out[k][0] for k in order]).reshape(-1, 3), [out[k][1] for k in order])
