@@ -500,6 +500,7 @@ def _scalar_update(p: RowPlan, d: Data, dual: _Dual, f, i):
     """Exact minimization along row i, projected: (forces, dual cost change)."""
     res = dual.ar[i] @ f + dual.b[i]
     a = dual.ar[i, i]
+    a = jp.where(a > 0, a, 1.0)  # padding visits (masked by the caller) keep finite tangents
     floss = d.efc_frictionloss[i]
     fi = f[i] - res / a
     is_fr = (i >= p.ne) & (i < p.ne + p.nf)

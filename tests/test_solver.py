@@ -3,7 +3,8 @@ efc_state), the fixed / early-exit loops, and gradients through the fixed-iterat
 
 Both engines run to convergence (tiny tolerance, many iterations), so the comparison is of the
 solution of the same convex problem, not of iterates; MuJoCo's islands are disabled so that its
-efc_state is in efc order.
+efc_state is in efc order. PGS is also compared at the model's own settings, where it must stop
+at MuJoCo's iteration with MuJoCo's iterate.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def test_warmstart_at_solution_takes_no_iteration():
     np.testing.assert_allclose(again.qacc, first.qacc, rtol=1e-12)
 
 
-@pytest.mark.parametrize("solver_type", [SolverType.NEWTON, SolverType.CG])
+@pytest.mark.parametrize("solver_type", [SolverType.NEWTON, SolverType.CG, SolverType.PGS])
 def test_grad_finite(solver_type):
     """Reverse mode through 4 fixed iterations (elliptic contacts, limits, friction)."""
     opt = dict(CONVERGED, solver=int(solver_type), iterations=4, ls_iterations=10,
