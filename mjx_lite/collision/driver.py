@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.collision import box, convex, primitive
+from mjx_lite.collision import box, convex, multiccd, primitive
 from mjx_lite.collision.pairs import PairGroup, pair_groups
 from mjx_lite.collision.types import EMPTY_DIST, Contact, make_frame
 from mjx_lite.types import Data, DisableBit, EnableBit, GeomType, Model
@@ -66,6 +66,8 @@ for _t in [(_G.SPHERE, _G.MESH), (_G.CAPSULE, _G.ELLIPSOID), (_G.ELLIPSOID, _G.E
 SINGLE_CCD = {_t: convex.make_convex(*_t) for _t in [
     (_G.CAPSULE, _G.CYLINDER), (_G.CAPSULE, _G.MESH), (_G.CYLINDER, _G.CYLINDER),
     (_G.CYLINDER, _G.BOX), (_G.CYLINDER, _G.MESH), (_G.BOX, _G.MESH), (_G.MESH, _G.MESH)]}
+# MuJoCo 4.0's multi-contact for polytope pairs (multiccd on): box-mesh and mesh-mesh
+MULTI_CCD = {_t: multiccd.make_multiccd(*_t) for _t in [(_G.BOX, _G.MESH), (_G.MESH, _G.MESH)]}
 MINVAL = 1e-15
 
 
@@ -76,7 +78,7 @@ def collider(m: Model, types):
         return COLLIDERS[types]
     if m.opt.disableflags & DisableBit.MULTICCD:
         return SINGLE_CCD.get(types)
-    return None
+    return MULTI_CCD.get(types)
 
 
 def _groups(m: Model) -> tuple[PairGroup, ...]:
@@ -202,8 +204,12 @@ def collision(m: Model, d: Data) -> Data:
                 d.geom_xpos[g2], d.geom_xmat[g2], m.geom_size[g2], margin + gap]
         mesh = getattr(fn, "MESH", None)
         if mesh is not None:
-            args += [_mesh_verts(m, g1).astype(d.geom_xpos.dtype) if mesh[0] else None,
-                     _mesh_verts(m, g2).astype(d.geom_xpos.dtype) if mesh[1] else None]
+            verts = [_mesh_verts(m, g).astype(d.geom_xpos.dtype) if mesh[k] else None
+                     for k, g in enumerate((g1, g2))]
+            args += verts
+            if getattr(fn, "POLY", False):
+                args += [None if v is None else tuple(jp.asarray(t) for t in multiccd.mesh_tables(
+                    m, np.asarray(m.geom_dataid)[g], v.shape[1])) for v, g in zip(verts, (g1, g2))]
         dist, pos, normal, tangent, valid = jax.vmap(fn)(*args)
         valid = valid & _sphere_cull(m, d, g1, g2, margin + gap)[:, None]
         n = fn.NCON

@@ -1,0 +1,318 @@
+"""MuJoCo 4.0's single-shot multi-contact for box-mesh and mesh-mesh pairs (``multiccd``).
+
+Measured against mujoco 4.0.0 (``tests/multiccd_reference.py``), not read from the public
+source: GJK/EPA (``convex``) gives the normal ``n`` (geom1 -> geom2) and the single contact;
+then each geom's hull polygon most aligned with ``n`` (geom1) or ``-n`` (geom2) is taken
+(box faces are analytic, mesh faces come from ``mesh_poly*``) and
+
+* both aligned (cosine >= ``FACE_COS``): geom2's face is clipped (Sutherland-Hodgman) by
+  the side planes of geom1's face; each point ``p`` gets its own depth: ``x1`` is ``p``
+  projected along geom1's face normal onto that face's plane, ``dist = (p - x1) . n``,
+  ``pos = x1 + n dist / 2``;
+* one aligned: the other geom's support edge (at its support vertex, the edge most
+  perpendicular to ``n``) must satisfy ``|u . n| < EDGE_SIN``; it is clipped by the aligned
+  face's side planes and projected onto its plane the same way;
+* otherwise the single EPA contact.
+
+Points with ``dist > margin`` are dropped; more than ``NCON`` points keep the largest-area
+quadrilateral (MuJoCo's rule for margin-free pairs). Shapes are static: a polygon is a padded
+corner array with a count, clipping runs over a fixed capacity with masks.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite import math
+from mjx_lite.collision import convex
+from mjx_lite.types import GeomType
+
+FACE_COS = float(np.cos(np.deg2rad(5.0)))
+EDGE_SIN = float(np.sin(np.deg2rad(5.0)))
+NCON = 4
+MINVAL = math.MINVAL
+_G = GeomType
+
+
+def _box_tables():
+    """Box corners as sign bits (bit k: +size[k]), faces as corner ids counter-clockwise from
+    outside in the order +x, -x, +y, -y, +z, -z, and each corner's three neighbours."""
+    faces, normals = [], []
+    for ax, sgn in [(0, 1), (0, -1), (1, 1), (1, -1), (2, 1), (2, -1)]:
+        u, v = (ax + 1) % 3, (ax + 2) % 3
+        ids = []
+        for a, b in [(1, 1), (-1, 1), (-1, -1), (1, -1)]:
+            s = np.zeros(3)
+            s[ax], s[u], s[v] = sgn, a, b
+            ids.append(int(sum(1 << k for k in range(3) if s[k] > 0)))
+        faces.append(ids[::sgn])
+        n = np.zeros(3)
+        n[ax] = sgn
+        normals.append(n)
+    nbr = np.array([[i ^ 1, i ^ 2, i ^ 4] for i in range(8)], np.int32)
+    sign = np.array([[1.0 if i >> k & 1 else -1.0 for k in range(3)] for i in range(8)])
+    return np.array(faces, np.int32), np.array(normals), nbr, sign
+
+
+BOX_FACE, BOX_NORMAL, BOX_NBR, BOX_SIGN = _box_tables()
+
+
+def mesh_tables(m, meshes: np.ndarray, nvert: int):
+    """Static polygon tables of meshes (one per pair), padded to common sizes.
+
+    Args:
+      m: Model with mesh_poly* fields.
+      meshes: (n,) mesh ids.
+      nvert: padded vertex count (vertex ids index the geom's padded vertex array).
+    Returns:
+      face (n, P, K) corner ids, facenum (n, P) corners (0: padding polygon), normal (n, P, 3)
+      local unit normals, nbr (n, nvert, D) polygon-edge neighbours of each vertex (padding
+      repeats the vertex itself).
+    """
+    adr, num = np.asarray(m.mesh_polyadr), np.asarray(m.mesh_polynum)
+    vadr, vnum = np.asarray(m.mesh_polyvertadr), np.asarray(m.mesh_polyvertnum)
+    pvert, pnormal = np.asarray(m.mesh_polyvert), np.asarray(m.mesh_polynormal)
+    P = max(1, int(num[meshes].max()))
+    K = max(3, max(int(vnum[adr[i]:adr[i] + num[i]].max(initial=0)) for i in meshes))
+    face = np.zeros((len(meshes), P, K), np.int32)
+    facenum = np.zeros((len(meshes), P), np.int32)
+    normal = np.zeros((len(meshes), P, 3))
+    nbrs = []
+    for r, i in enumerate(meshes):
+        nb = [set() for _ in range(nvert)]
+        for f in range(num[i]):
+            ids = pvert[vadr[adr[i] + f]:vadr[adr[i] + f] + vnum[adr[i] + f]]
+            face[r, f, :len(ids)] = ids
+            face[r, f, len(ids):] = ids[0]
+            facenum[r, f] = len(ids)
+            normal[r, f] = pnormal[adr[i] + f]
+            for k in range(len(ids)):
+                a, b = int(ids[k]), int(ids[(k + 1) % len(ids)])
+                nb[a].add(b)
+                nb[b].add(a)
+        nbrs.append(nb)
+    D = max(1, max(len(s) for nb in nbrs for s in nb))
+    nbr = np.zeros((len(meshes), nvert, D), np.int32)
+    for r, nb in enumerate(nbrs):
+        for v, s in enumerate(nb):
+            lst = sorted(s)
+            nbr[r, v] = lst + [v] * (D - len(lst))
+    return face, facenum, normal, nbr
+
+
+def _side_planes(face, cnt, normal):
+    """Outward side normals (K, 3) of a polygon's edges and their anchor points; padded
+    edges (k >= cnt) are masked by the caller."""
+    K = face.shape[0]
+    k = jp.arange(K)
+    nxt = face[jp.where(k + 1 < cnt, k + 1, 0)]
+    side = jp.cross(nxt - face, normal)
+    kmask = k < cnt
+    center = jp.sum(jp.where(kmask[:, None], face, 0.0), 0) / jp.maximum(cnt, 1)
+    flip = jp.sum((center - face) * side, -1) > 0
+    return jp.where(flip[:, None], -side, side), kmask
+
+
+def clip_polygon(face, cnt, normal, subject, scnt, cap: int):
+    """Sutherland-Hodgman: the part of polygon ``subject`` inside the prism of the convex
+    polygon ``face`` along ``normal``.
+
+    Args:
+      face: (K, 3) corners, the first ``cnt`` real. normal: (3,).
+      subject: (S, 3) corners, the first ``scnt`` real. cap: static output capacity.
+    Returns:
+      (cap, 3) points, their count.
+    """
+    side, kmask = _side_planes(face, cnt, normal)
+    pts = jp.zeros((cap, 3), subject.dtype).at[:subject.shape[0]].set(subject[:cap])
+    n = jp.minimum(scnt, cap)
+    i = jp.arange(cap)
+    for e in range(face.shape[0]):
+        a, s = face[e], side[e]
+        q = pts[jp.where(i + 1 < n, i + 1, 0)]
+        dp = jp.sum((pts - a) * s, -1)
+        dq = jp.sum((q - a) * s, -1)
+        live = i < n
+        cross = live & ((dp > 0) != (dq > 0))
+        den = jp.where(cross, dp - dq, 1.0)
+        inter = pts + (dp / den)[:, None] * (q - pts)
+        keep_q = live & (dq <= 0)
+        cand = jp.stack([inter, q], 1).reshape(-1, 3)
+        cmask = jp.stack([cross, keep_q], 1).reshape(-1)
+        rank = jp.cumsum(cmask) - 1
+        slot = jp.where(cmask & (rank < cap), rank, cap)
+        new = jp.zeros((cap, 3), pts.dtype).at[slot].set(cand, mode="drop")
+        newn = jp.minimum(jp.sum(cmask), cap)
+        pts = jp.where(kmask[e], new, pts)
+        n = jp.where(kmask[e], newn, n)
+    return pts, n
+
+
+def clip_segment(face, cnt, normal, a, b):
+    """The part of segment ab inside the prism of polygon ``face`` along ``normal``: (2, 3)
+    end points and their count (0, 1 or 2; 1 where the ends coincide)."""
+    side, kmask = _side_planes(face, cnt, normal)
+    da = jp.sum((a - face) * side, -1)
+    db = jp.sum((b - face) * side, -1)
+    out_a, out_b = da > 0, db > 0
+    cross = kmask & (out_a != out_b)
+    t = da / jp.where(cross, da - db, 1.0)
+    lo = jp.max(jp.where(cross & out_a, t, 0.0))
+    hi = jp.min(jp.where(cross & out_b, t, 1.0))
+    empty = jp.any(kmask & out_a & out_b) | (lo > hi)
+    pts = jp.stack([a + lo * (b - a), a + hi * (b - a)])
+    same = jp.sum((pts[1] - pts[0]) ** 2) <= 1e-24
+    return pts, jp.where(empty, 0, jp.where(same, 1, 2))
+
+
+def _area4(p):
+    """Area of quadrilaterals p (..., 4, 3) from their diagonals."""
+    a, b, c, d = p[..., 0, :], p[..., 1, :], p[..., 2, :], p[..., 3, :]
+    g = jp.cross(d - a, b - d) + jp.cross(c - b, a - c)
+    return 0.5 * math.safe_norm(g, axis=-1)
+
+
+def _keep4(x1, x2, mask):
+    """At most NCON of the masked points: all of them when they fit, else the quadrilateral of
+    largest area (ring order kept). Returns x1, x2 (NCON, 3) and their mask."""
+    cap = mask.shape[0]
+    rank = jp.cumsum(mask) - 1
+    cnt = jp.sum(mask)
+    slot = jp.where(mask & (rank < NCON), rank, NCON)
+    f1 = jp.zeros((NCON, 3), x1.dtype).at[slot].set(x1, mode="drop")
+    f2 = jp.zeros((NCON, 3), x2.dtype).at[slot].set(x2, mode="drop")
+    if cap <= NCON:
+        return f1, f2, jp.arange(NCON) < cnt
+    combos = np.array(list(itertools.combinations(range(cap), 4)), np.int32)
+    ok = jp.all(mask[combos], -1)
+    area = jp.where(ok, _area4(x2[combos]), -1.0)
+    best = jp.asarray(combos)[jp.argmax(area)]
+    many = cnt > NCON
+    q1 = jp.where(many, x1[best], f1)
+    q2 = jp.where(many, x2[best], f2)
+    return q1, q2, jp.arange(NCON) < jp.minimum(cnt, NCON)
+
+
+def _project(p, normal, origin):
+    """Points p (..., 3) projected along ``normal`` onto the plane through ``origin``."""
+    return p - jp.sum((p - origin) * normal, -1, keepdims=True) * normal
+
+
+def _polytope(gtype, size, verts, table):
+    """(verts (V, 3), face (P, K), facenum (P,), normal (P, 3), nbr (V, D)) in the geom frame."""
+    if gtype == _G.BOX:
+        return (jp.asarray(BOX_SIGN, size.dtype) * size, jp.asarray(BOX_FACE),
+                jp.full(6, 4, jp.int32), jp.asarray(BOX_NORMAL, size.dtype), jp.asarray(BOX_NBR))
+    face, facenum, normal, nbr = table
+    return verts, face, facenum, normal.astype(verts.dtype), nbr
+
+
+def _support_edge(v, nbr, n):
+    """The edge at the support vertex of v (V, 3) along n most perpendicular to n: its ends
+    and |cos| with n."""
+    top = jp.argmax(v @ n)
+    ends = v[nbr[top]]
+    u = ends - v[top]
+    ln = math.safe_norm(u, axis=-1)
+    ok = ln > MINVAL
+    s = jp.where(ok, jp.abs(u @ n) / jp.where(ok, ln, 1.0), 2.0)
+    k = jp.argmin(s)
+    return v[top], ends[k], s[k]
+
+
+def multicontact(type1, type2, pos1, mat1, size1, verts1, table1, pos2, mat2, size2, verts2,
+                 table2, margin):
+    """Contacts of a box/mesh pair: (dist (NCON,), pos (NCON, 3), normal (NCON, 3), valid)."""
+    dist, n, pos = convex.signed_distance(type1, type2, pos1, mat1, size1, verts1,
+                                          pos2, mat2, size2, verts2)
+    return manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2, mat2,
+                    size2, verts2, table2, margin)
+
+
+def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2, mat2, size2,
+             verts2, table2, margin):
+    """The multi-contact rule given the GJK/EPA result (dist, unit normal n, pos): the
+    (dist, pos, normal, valid) of ``multicontact``."""
+    v1, face1, fnum1, nrm1, nbr1 = _polytope(type1, size1, verts1, table1)
+    v2, face2, fnum2, nrm2, nbr2 = _polytope(type2, size2, verts2, table2)
+    v1 = v1 @ mat1.T + pos1
+    v2 = v2 @ mat2.T + pos2
+    nrm1 = nrm1 @ mat1.T
+    nrm2 = nrm2 @ mat2.T
+    c1 = jp.where(fnum1 > 0, nrm1 @ n, -2.0)
+    c2 = jp.where(fnum2 > 0, -(nrm2 @ n), -2.0)
+    i1, i2 = jp.argmax(c1), jp.argmax(c2)
+    al1, al2 = c1[i1] >= FACE_COS, c2[i2] >= FACE_COS
+    F1, k1, n1 = v1[face1[i1]], fnum1[i1], nrm1[i1]
+    F2, k2, n2 = v2[face2[i2]], fnum2[i2], nrm2[i2]
+
+    # face-face: geom2's face clipped by geom1's side planes
+    cap = F1.shape[0] + F2.shape[0]
+    pts, cnt = clip_polygon(F1, k1, n1, F2, k2, cap)
+    ff_x1, ff_x2 = _project(pts, n1, F1[0]), pts
+    ff_mask = jp.arange(cap) < cnt
+
+    # edge-face: the other geom's support edge clipped by the aligned face
+    a1, b1, s1 = _support_edge(v1, nbr1, n)
+    a2, b2, s2 = _support_edge(v2, nbr2, -n)
+    ea = jp.where(al2, a1, a2)
+    eb = jp.where(al2, b1, b2)
+    steep = jp.where(al2, s1, s2)
+    Ff = jp.where(al2, _pad(F2, F1.shape[0]), _pad(F1, F2.shape[0]))
+    kf = jp.where(al2, k2, k1)
+    nf = jp.where(al2, n2, n1)
+    seg, scnt = clip_segment(Ff, kf, nf, ea, eb)
+    proj = _project(seg, nf, Ff[0])
+    ef_x1 = jp.where(al2, seg, proj)
+    ef_x2 = jp.where(al2, proj, seg)
+    ef_mask = jp.arange(2) < scnt
+
+    face_face = al1 & al2
+    edge_face = (al1 ^ al2) & (steep < EDGE_SIN)
+    x1 = jp.where(face_face, ff_x1, _pad(ef_x1, cap))
+    x2 = jp.where(face_face, ff_x2, _pad(ef_x2, cap))
+    mask = jp.where(face_face, ff_mask, _pad(ef_mask, cap, False))
+    d = jp.sum((x2 - x1) * n, -1)
+    mask = mask & (d <= margin)
+    q1, q2, qmask = _keep4(x1, x2, mask)
+    qd = jp.sum((q2 - q1) * n, -1)
+    qpos = q1 + qd[:, None] * n / 2
+
+    multi = face_face | edge_face
+    single = jp.arange(NCON) == 0
+    out_dist = jp.where(multi, qd, jp.where(single, dist, 0.0))
+    out_pos = jp.where(multi, qpos, jp.where(single[:, None], pos, 0.0))
+    valid = (dist <= margin) & jp.where(multi, qmask, single)
+    normal = jp.broadcast_to(n, (NCON, 3))
+    return out_dist, out_pos, normal, valid
+
+
+def _pad(x, n: int, fill=0.0):
+    """x padded along axis 0 to at least n rows (extra rows repeat ``fill``)."""
+    extra = n - x.shape[0]
+    if extra <= 0:
+        return x
+    pad = jp.full((extra, *x.shape[1:]), fill, x.dtype)
+    return jp.concatenate([x, pad])
+
+
+def make_multiccd(type1: int, type2: int):
+    """A box-mesh or mesh-mesh collider with the driver's signature plus mesh vertices and
+    polygon tables: (pos1, mat1, size1, pos2, mat2, size2, margin, verts1, verts2, table1,
+    table2)."""
+
+    def collide(pos1, mat1, size1, pos2, mat2, size2, margin, verts1=None, verts2=None,
+                table1=None, table2=None):
+        dist, pos, normal, valid = multicontact(type1, type2, pos1, mat1, size1, verts1,
+                                                table1, pos2, mat2, size2, verts2, table2,
+                                                margin)
+        return dist, pos, normal, jp.zeros_like(pos), valid
+
+    collide.NCON = NCON
+    collide.MESH = (type1 == _G.MESH, type2 == _G.MESH)
+    collide.POLY = True
+    collide.__name__ = f"multiccd_{_G(type1).name.lower()}_{_G(type2).name.lower()}"
+    return collide
