@@ -547,6 +547,27 @@ def _cone_update(p: RowPlan, dual: _Dual, f, unit):
     return f.at[rows].set(jp.where(mask, blk, f[rows])), jp.where(keep, change, 0.0)
 
 
+def _contact_order(m: Model, d: Data, p: RowPlan) -> jax.Array:
+    """(ncon,) position of each contact slot in MuJoCo's contact order: by candidate geom pair
+    in MuJoCo's pair order (collision.pairs.geom_pairs), then by slot (the collider's contact
+    index). Our collision driver lays slots out by geom-type key; contacts copied from MuJoCo
+    are already in its order, which this keeps."""
+    from mjx_lite.collision import pairs  # noqa: PLC0415 (collision imports the solver's deps)
+
+    ngeom = max(1, m.ngeom)
+    cand = pairs.geom_pairs(m)
+    keys = np.array([min(a, b) * ngeom + max(a, b) for a, b, _ in cand] or [0], np.int64)
+    order = np.argsort(keys, kind="stable")
+    skeys = jp.asarray(keys[order])
+    srank = jp.asarray(np.arange(len(cand) or 1)[order], jp.int32)
+    g = d.contact.geom
+    key = jp.minimum(g[:, 0], g[:, 1]) * ngeom + jp.maximum(g[:, 0], g[:, 1])
+    at = jp.clip(jp.searchsorted(skeys, key), 0, skeys.shape[0] - 1)
+    rank = jp.where(skeys[at] == key, srank[at], len(cand))
+    slot_key = rank * p.ncon + jp.arange(p.ncon)
+    return jp.argsort(jp.argsort(slot_key)).astype(jp.int32)
+
+
 def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
     """Projected Gauss-Seidel on the dual, as MuJoCo 4.0 runs it:
     min 0.5 f'(A + R) f + f'(J a0 - aref), f in Omega.
@@ -580,8 +601,18 @@ def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
                  unit_block=jp.asarray(unit_block), friction=friction)
     unit_active = act[starts]
     nactive = jp.sum(unit_active).astype(jp.int32)
-    # the active units in row order: MuJoCo's constraint list, which the permutation indexes
-    active_units = jp.nonzero(unit_active, size=nunit, fill_value=0)[0].astype(jp.int32)
+    # the active units in MuJoCo's row order, the list the permutation indexes: equality,
+    # friction and limit rows as laid out, contacts in MuJoCo's contact order
+    unit_key = jp.arange(nunit, dtype=jp.int32)
+    if p.nc:
+        s0 = p.ne + p.nf + p.nl
+        per_slot = 1 if blocks else p.width
+        rank = _contact_order(m, d, p)
+        within = jp.asarray(np.arange(nunit - s0) % per_slot, jp.int32)
+        slot = (np.arange(nunit - s0) // per_slot).astype(np.int32)
+        unit_key = unit_key.at[s0:].set(s0 + rank[slot] * per_slot + within)
+    unit_key = jp.where(unit_active, unit_key, nunit + unit_key)
+    active_units = jp.argsort(unit_key).astype(jp.int32)
     scale = _scale(d)
 
     def dual_cost(f):
