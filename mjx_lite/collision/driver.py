@@ -7,25 +7,29 @@ Slot layout: groups in key order, each group ``npair * NCON`` slots, pair-major.
 is therefore by type key, not MuJoCo's pair order; compare contacts as sets. Contacts per
 pair (``NCON``): 1 for any pair with a sphere or ellipsoid, 2 plane-capsule, 4 plane-cylinder,
 4 plane-box, 2 capsule-capsule, 2 capsule-box, 8 box-box (``box``), 1 for the general convex
-solver (``convex``: GJK/EPA): the most each collider can return, so no contact is ever
-dropped (and no contact-full warning is needed).
+solver (``convex``: GJK/EPA), 4 for box-mesh and mesh-mesh under multiccd (``multiccd``):
+the most each collider can return, so no contact is ever dropped (and no contact-full
+warning is needed).
 
 Culling is a mask: a culled pair still runs its collider (fixed shapes under jit/vmap), so it
 saves no work yet; it reproduces MuJoCo's filter, whose result the colliders never change.
 The convex solver serves the pairs for which MuJoCo 4.0 returns one contact: sphere-mesh and
 ellipsoid with capsule, ellipsoid, cylinder, box or mesh; with ``multiccd`` disabled also
 capsule-cylinder, capsule-mesh, cylinder-cylinder, cylinder-box, cylinder-mesh, box-mesh and
-mesh-mesh. Pair types without a collider here (those last seven under MuJoCo 4.0's default
-single-shot multi-contact; plane-mesh, whose 4.0 collider returns up to four hull-face
-vertices; hfield) make ``collision`` raise NotImplementedError when it is traced: a model
-whose geoms could touch that way is not simulated silently without those contacts (disable
-contacts, the pair, or multiccd to run it anyway).
+mesh-mesh. Box-mesh and mesh-mesh under MuJoCo 4.0's default multi-contact go to
+``multiccd``: GJK/EPA's normal, then 4.0's rule as measured in ``tests/multiccd_reference.py``
+(the public engine_collision_gjk.c differs: measured, each point carries its own depth and
+faces count as aligned within about 5 degrees), with the hull polygons of ``mesh_poly*``.
+Not done there: a nonzero margin (4.0 keeps points beyond it; which is not established, so
+points beyond ``margin`` are dropped and at most 4 kept), and which 4 of more than 4 clipped
+points 4.0 keeps (here: the largest-area quadrilateral).
 
-MuJoCo 4.0's multi-contact is not the polygon clipping of the public engine_collision_gjk.c
-(EPA depth on every point, faces aligned within 1.6e-3 rad): measured against 4.0.0, each
-point carries its own depth, faces count as aligned within about 5 degrees, and cylinder caps
-are clipped as 16-gons. ``tests/multiccd_reference.py`` models the box/mesh part as measured
-(exact on box-pebble and box-dodecahedron states); a JAX collider for it is still to come.
+Pair types without a collider here (capsule-cylinder, capsule-mesh, cylinder-cylinder,
+cylinder-box, cylinder-mesh under multiccd: 4.0 clips cylinder caps as 16-gons, not ported;
+plane-mesh, whose 4.0 collider returns up to four hull-face vertices; hfield) make
+``collision`` raise NotImplementedError when it is traced: a model whose geoms could touch
+that way is not simulated silently without those contacts (disable contacts, the pair, or
+multiccd to run it anyway).
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ for _t in [(_G.SPHERE, _G.MESH), (_G.CAPSULE, _G.ELLIPSOID), (_G.ELLIPSOID, _G.E
            (_G.ELLIPSOID, _G.CYLINDER), (_G.ELLIPSOID, _G.BOX), (_G.ELLIPSOID, _G.MESH)]:
     COLLIDERS[_t] = convex.make_convex(*_t)
 # the other convex-solver pairs give one contact only with multiccd disabled (mj_maxContact);
-# MuJoCo 4.0's single-shot multi-contact for them is not implemented here
+# with multiccd on, box-mesh and mesh-mesh go to MULTI_CCD, the cylinder/capsule ones nowhere
 SINGLE_CCD = {_t: convex.make_convex(*_t) for _t in [
     (_G.CAPSULE, _G.CYLINDER), (_G.CAPSULE, _G.MESH), (_G.CYLINDER, _G.CYLINDER),
     (_G.CYLINDER, _G.BOX), (_G.CYLINDER, _G.MESH), (_G.BOX, _G.MESH), (_G.MESH, _G.MESH)]}
