@@ -2,6 +2,8 @@
 
     python benchmarks/run.py                      # ant and humanoid, batches 1 64 1024
     python benchmarks/run.py --models ant --batches 1 64 --steps 50 --disable contact,limit
+    python benchmarks/run.py --disable '' --models ant hopper half_cheetah humanoid \
+        mjx:humanoid/humanoid                     # with contacts; mjx: = the MJX wheel's test_data
 
 For each model it prints: MJCF compile seconds (mjx_lite's own compiler vs mujoco's), and per
 batch size the jit seconds and steps/s of a jitted, vmapped ``step`` rolled out with
@@ -27,6 +29,12 @@ _FLAG_BITS = {"constraint": 1, "equality": 2, "frictionloss": 4, "limit": 8, "co
 
 
 def _model_path(name: str) -> pathlib.Path:
+    if name.startswith("mjx:"):
+        import importlib.util
+
+        spec = importlib.util.find_spec("mujoco.mjx")
+        base = pathlib.Path(next(iter(spec.submodule_search_locations)))
+        return base / "test_data" / f"{name[4:]}.xml"
     local = ROOT / "models" / f"{name}.xml"
     if local.exists():
         return local
@@ -68,7 +76,27 @@ def _batch(d, batch: int, key):
     return jax.vmap(one)(jax.random.split(key, batch))
 
 
-def bench_mjx_lite(path, disable: int, batches, nsteps: int) -> dict:
+def solver_residual(m, qpos, qvel, ctrl, qacc) -> float:
+    """MuJoCo's gradient termination measure at a state and an engine's qacc: the norm of the
+    primal gradient M qacc - qfrc_smooth - J' f(qacc) over trace(M), evaluated by mjx_lite's
+    constraint model (so both engines are judged by the same yardstick)."""
+    import jax.numpy as jp
+
+    import mjx_lite
+    from mjx_lite import solver
+
+    def res(qpos, qvel, ctrl, qacc):
+        d = mjx_lite.make_data(m).replace(qpos=qpos, qvel=qvel, ctrl=ctrl)
+        d = mjx_lite.forward(m, d, loop="early_exit")
+        return jp.linalg.norm(solver.residual(m, d, qacc)) / jp.trace(d.qM)
+
+    return float(jax.jit(res)(*(jp.asarray(x, m.body_mass.dtype)
+                                for x in (qpos, qvel, ctrl, qacc))))
+
+
+def bench_mjx_lite(path, disable: int, batches, nsteps: int, loop: str) -> dict:
+    import functools
+
     import mjx_lite
 
     t0 = time.perf_counter()
@@ -77,12 +105,16 @@ def bench_mjx_lite(path, disable: int, batches, nsteps: int) -> dict:
     m = m.replace(opt=m.opt.replace(disableflags=m.opt.disableflags | disable))
     d = mjx_lite.make_data(m)
     out = {"load_s": compile_s}
-    fn = _rollout_fn(mjx_lite.step, nsteps)
+    fn = _rollout_fn(functools.partial(mjx_lite.step, loop=loop), nsteps)
     for b in batches:
         db = _batch(d, b, jax.random.key(0))
         _, jit_s = _time(fn, m, db)  # the first call compiles (and runs once)
-        _, run_s = _time(fn, m, db)
-        out[b] = {"jit_s": jit_s - run_s, "steps_per_s": b * nsteps / run_s}
+        final, run_s = _time(fn, m, db)
+        out[b] = {"jit_s": jit_s - run_s, "steps_per_s": b * nsteps / run_s,
+                  "niter": float(final.solver_niter.mean()),
+                  "residual": solver_residual(m, final.qpos[0], final.qvel[0],
+                                              final.ctrl[0], final.qacc[0])}
+    out["model"] = m
     return out
 
 
@@ -104,11 +136,13 @@ def bench_mjx(path, disable: int, batches, nsteps: int) -> dict:
         db = _batch(d, b, jax.random.key(0))
         try:
             _, jit_s = _time(fn, m, db)
-            _, run_s = _time(fn, m, db)
+            final, run_s = _time(fn, m, db)
         except Exception as e:  # noqa: BLE001
             out[b] = {"error": f"{type(e).__name__}"}
             continue
-        out[b] = {"jit_s": jit_s - run_s, "steps_per_s": b * nsteps / run_s}
+        out[b] = {"jit_s": jit_s - run_s, "steps_per_s": b * nsteps / run_s,
+                  "niter": float(final._impl.solver_niter.mean()),
+                  "state": (final.qpos[0], final.qvel[0], final.ctrl[0], final.qacc[0])}
     return out
 
 
@@ -164,6 +198,8 @@ def main(argv=None) -> None:
                         help="comma-separated disable flags applied to every engine ('' = none)")
     parser.add_argument("--x64", action="store_true", help="float64 (default float32)")
     parser.add_argument("--no-mjx", action="store_true")
+    parser.add_argument("--loop", default="early_exit", choices=["early_exit", "fixed"],
+                        help="mjx_lite's solver loop (MJX always exits early)")
     parser.add_argument("--no-factor", action="store_true",
                         help="skip the tree-sparse vs dense factorization timings")
     args = parser.parse_args(argv)
@@ -176,33 +212,42 @@ def main(argv=None) -> None:
     header = (f"device: {device.platform} ({device.device_kind}), {os.cpu_count()} cpus, "
               f"{platform.processor() or platform.machine()}; dtype "
               f"{'float64' if args.x64 else 'float32'}; disabled: {args.disable or 'none'}; "
-              f"{args.steps} steps per rollout")
-    lines = [header, "", "| model | engine | load s | batch | jit s | steps/s |",
-             "|---|---|---|---|---|---|"]
+              f"{args.steps} steps per rollout; mjx_lite solver loop {args.loop!r}; "
+              f"residual = |M qacc - qfrc_smooth - J'f| / trace(M) at the final state of "
+              f"batch member 0 (mjx_lite's constraint model)")
+    lines = [header, "", "| model | engine | load s | batch | jit s | steps/s | "
+             "solver iters | residual |", "|---|---|---|---|---|---|---|---|"]
     print(header)
     plot_rows: list = []
     for name in args.models:
         path = _model_path(name)
-        results = {"mjx_lite": bench_mjx_lite(path, disable, args.batches, args.steps)}
+        results = {"mjx_lite": bench_mjx_lite(path, disable, args.batches, args.steps,
+                                              args.loop)}
+        ours = results["mjx_lite"].pop("model")
         if not args.no_mjx:
             results["MJX"] = bench_mjx(path, disable, args.batches, args.steps)
+            for b in args.batches:
+                r = results["MJX"].get(b, {})
+                if "state" in r:
+                    r["residual"] = solver_residual(ours, *r.pop("state"))
         results["MuJoCo C (1 thread)"] = bench_mujoco_c(path, disable, args.steps)
         for engine, res in results.items():
             if "error" in res:
-                lines.append(f"| {name} | {engine} | | | | {res['error']} |")
+                lines.append(f"| {name} | {engine} | | | | {res['error']} | | |")
                 continue
             load = f"{res['load_s']:.3f}" if "load_s" in res else ""
             if engine.startswith("MuJoCo C"):
-                lines.append(f"| {name} | {engine} | | 1 | | {res['steps_per_s']:.0f} |")
+                lines.append(f"| {name} | {engine} | | 1 | | {res['steps_per_s']:.0f} | | |")
                 plot_rows += [(name, engine, b, res["steps_per_s"]) for b in args.batches]
                 continue
             for b in args.batches:
                 r = res.get(b, {})
                 if "error" in r:
-                    lines.append(f"| {name} | {engine} | {load} | {b} | | {r['error']} |")
+                    lines.append(f"| {name} | {engine} | {load} | {b} | | {r['error']} | | |")
                 else:
                     lines.append(f"| {name} | {engine} | {load} | {b} | {r['jit_s']:.2f} | "
-                                 f"{r['steps_per_s']:.0f} |")
+                                 f"{r['steps_per_s']:.0f} | {r['niter']:.1f} | "
+                                 f"{r['residual']:.1e} |")
                     plot_rows.append((name, engine, b, r["steps_per_s"]))
         print("\n".join(lines[-(len(args.batches) * 2 + 1):]), flush=True)
     if not args.no_factor:
@@ -216,7 +261,8 @@ def main(argv=None) -> None:
                              f"{res[(method, 'single')]:.0f} | {res[(method, 'vmap256')]:.0f} |")
     out_dir = ROOT / "benchmarks" / "results"
     out_dir.mkdir(exist_ok=True)
-    out = out_dir / f"{device.platform}_{'x64' if args.x64 else 'x32'}.md"
+    tag = "smooth" if disable & _FLAG_BITS["contact"] else "contact"
+    out = out_dir / f"{device.platform}_{'x64' if args.x64 else 'x32'}_{tag}.md"
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines[2:]))
     print(f"written to {out.relative_to(ROOT)}")
