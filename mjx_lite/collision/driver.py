@@ -6,8 +6,9 @@ parameters"), written to ``d.contact`` with a static number of slots.
 Slot layout: groups in key order, each group ``npair * NCON`` slots, pair-major. Slot order
 is therefore by type key, not MuJoCo's pair order; compare contacts as sets. Contacts per
 pair (``NCON``): 1 for any pair with a sphere or ellipsoid, 2 plane-capsule, 4 plane-cylinder,
-4 plane-box, 2 capsule-capsule, 2 capsule-box, 8 box-box (``box``), 1 for the general convex
-solver (``convex``: GJK/EPA), 4 for box-mesh and mesh-mesh under multiccd (``multiccd``):
+4 plane-box, 4 plane-mesh (``plane_mesh``), 2 capsule-capsule, 2 capsule-box, 8 box-box
+(``box``), 1 for the general convex solver (``convex``: GJK/EPA), 4 for box-mesh and
+mesh-mesh under multiccd (``multiccd``):
 the most each collider can return, so no contact is ever dropped (and no contact-full
 warning is needed).
 
@@ -24,9 +25,13 @@ Not done there: a nonzero margin (4.0 keeps points beyond it; which is not estab
 points beyond ``margin`` are dropped and at most 4 kept), and which 4 of more than 4 clipped
 points 4.0 keeps (here: the largest-area quadrilateral).
 
+Plane-mesh (``plane_mesh``) keeps up to four corners of the hull polygon at the deepest
+vertex, as measured on 4.0 (exact on triangulated hulls; on pentagon faces 4.0 sometimes
+keeps another subset, not established).
+
 Pair types without a collider here (capsule-cylinder, capsule-mesh, cylinder-cylinder,
 cylinder-box, cylinder-mesh under multiccd: 4.0 clips cylinder caps as 16-gons, not ported;
-plane-mesh, whose 4.0 collider returns up to four hull-face vertices; hfield) make
+hfield) make
 ``collision`` raise NotImplementedError when it is traced: a model whose geoms could touch
 that way is not simulated silently without those contacts (disable contacts, the pair, or
 multiccd to run it anyway).
@@ -38,7 +43,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.collision import box, convex, multiccd, primitive
+from mjx_lite.collision import box, convex, multiccd, plane_mesh, primitive
 from mjx_lite.collision.pairs import PairGroup, pair_groups
 from mjx_lite.collision.types import EMPTY_DIST, Contact, make_frame
 from mjx_lite.types import Data, DisableBit, EnableBit, GeomType, Model
@@ -59,6 +64,7 @@ COLLIDERS = {
     (_G.CAPSULE, _G.CAPSULE): primitive.capsule_capsule,
     (_G.CAPSULE, _G.BOX): primitive.capsule_box,
     (_G.BOX, _G.BOX): box.box_box,
+    (_G.PLANE, _G.MESH): plane_mesh.plane_mesh,
 }
 # pairs MuJoCo routes to its convex solver that always give one contact (a sphere or an
 # ellipsoid is involved): GJK/EPA here
