@@ -53,6 +53,13 @@ def tree_depth(parentid: np.ndarray) -> np.ndarray:
     return depth
 
 
+def hfield_cell(size: np.ndarray, nrow: np.ndarray, ncol: np.ndarray) -> np.ndarray:
+    """(nhfield, 2) grid spacing (dx, dy) of each height field."""
+    size = np.asarray(size, float).reshape(-1, 4)
+    return np.stack([2 * size[:, 0] / np.maximum(np.asarray(ncol) - 1, 1),
+                     2 * size[:, 1] / np.maximum(np.asarray(nrow) - 1, 1)], -1)
+
+
 def wrap_sideid(wrap_type: np.ndarray, wrap_prm: np.ndarray) -> np.ndarray:
     """Side-site ids of sphere/cylinder wraps (MuJoCo keeps them in wrap_prm as floats), so
     traced code can use them as static indices."""
@@ -97,6 +104,11 @@ def model_from_mujoco(mjm) -> Model:
             values[name] = wrap_sideid(np.array(mjm.wrap_type), np.array(mjm.wrap_prm))
         elif name == "dof_depth":
             values[name] = tree_depth(np.array(mjm.body_parentid))[np.array(mjm.dof_bodyid)]
+        elif name == "hfield_cell":
+            values[name] = hfield_cell(np.array(mjm.hfield_size), np.array(mjm.hfield_nrow),
+                                       np.array(mjm.hfield_ncol))
+        elif name == "geom_reach":
+            values[name] = np.array(mjm.geom_rbound + mjm.geom_margin + mjm.geom_gap)
         elif name == "signature":
             values[name] = int(mjm.signature)
         else:

@@ -81,3 +81,166 @@ def test_plane_mesh_grad_finite():
         q[:3] = [0.1, 0.2, -mjm.geom_aabb[1][2] + mjm.geom_aabb[1][5] + h]
         extra.append(q)
     tc.check_grad_finite("plane_dodecahedron", mjm, extra)
+
+
+# ---- height fields: 64 x 64 random terrain, geom2 over it near the surface
+
+HFIELD_N = 64
+HFIELD_SIZE = "2 2 0.3 0.1"
+HFIELD_PARTNERS = ["sphere", "capsule", "ellipsoid", "cylinder", "box", "pebble"]
+HFIELD_FILE = ACCEPTANCE_DIR / "collision_hfield.txt"
+# the pos tolerance of the issue; dist max(1e-5, 10 ccd_tolerance size), normal 1e-4
+HFIELD_TOL = {"pos": 1e-4, "frame": 1e-4}
+
+
+def terrain(n: int = HFIELD_N, seed: int = 0) -> np.ndarray:
+    """(n, n) elevations in [0, 1]: a few random sinusoids plus per-cell noise."""
+    rng = np.random.default_rng(seed)
+    x = np.linspace(0.0, 1.0, n)
+    z = np.zeros((n, n))
+    for f, g in rng.integers(1, 5, size=(4, 2)):
+        z += rng.uniform(0.2, 1.0) * np.sin(
+            2 * np.pi * (f * rng.uniform(0.5, 1.5) * x[None] + g * x[:, None])
+            + rng.uniform(0, 6))
+    z += 0.3 * rng.uniform(size=(n, n))
+    return (z - z.min()) / (z.max() - z.min())
+
+
+def hfield_model(g2: str, margin: float = 0.0):
+    import mujoco
+
+    elev = " ".join(f"{v:.4f}" for v in terrain().reshape(-1))
+    xml = f"""<mujoco><option><flag gravity="disable"/></option>{tcv.ASSETS}
+      <asset><hfield name="h" nrow="{HFIELD_N}" ncol="{HFIELD_N}" size="{HFIELD_SIZE}"
+        elevation="{elev}"/></asset>
+      <default><geom margin="{margin}"/></default>
+      <worldbody><geom type="hfield" hfield="h"/>
+      <body name="b2" pos="0 0 1"><freejoint/>{tcv.GEOM[g2]}</body></worldbody></mujoco>"""
+    return mujoco.MjModel.from_xml_string(xml)
+
+
+def hfield_states(mjm, rng: np.random.Generator, n: int) -> list[np.ndarray]:
+    """geom2 at a random place over the terrain, its center from 0.4 rbound below to
+    1 rbound above the grid point under it; every fifth pose axis-aligned."""
+    hs = mjm.hfield_size[0]
+    nr, nc = int(mjm.hfield_nrow[0]), int(mjm.hfield_ncol[0])
+    data = mjm.hfield_data.reshape(nr, nc)
+    rb = mjm.geom_rbound[1]
+    out = []
+    for k in range(n):
+        q = mjm.qpos0.copy()
+        xy = rng.uniform(-1.5, 1.5, 2)
+        c = int(round((xy[0] + hs[0]) / (2 * hs[0]) * (nc - 1)))
+        r = int(round((xy[1] + hs[1]) / (2 * hs[1]) * (nr - 1)))
+        quat = rng.normal(size=4) if k % 5 else np.array([1.0, 0, 0, 0])
+        q[:3] = [*xy, data[r, c] * hs[2] + rng.uniform(-0.4, 1.0) * rb]
+        q[3:7] = quat / np.linalg.norm(quat)
+        out.append(q)
+    return out
+
+
+def hfield_sweep(g2: str, n: int, seed: int = 1) -> dict:
+    """Worst errors of our height-field contacts vs MuJoCo's over n states (margin 0).
+
+    Contact sets must agree in count; ``dist`` is held to max(1e-5, 10 ccd_tolerance size).
+    ``face``: matched contacts whose pos differs by more than 1e-4 but lies on the same contact
+    plane (same dist and normal: a flat patch of a prism face where EPA picks another point).
+    """
+    mjm = hfield_model(g2)
+    qposes = hfield_states(mjm, np.random.default_rng(seed), n)
+    ours, theirs = tc.ours_and_theirs(mjm, qposes)
+    size = float(mjm.geom_rbound[1])
+    dtol = max(1e-5, 10 * mjm.opt.ccd_tolerance * size)
+    worst = {"dist": 0.0, "pos": 0.0, "frame": 0.0, "params": 0.0, "ncon": 0, "maxcon": 0,
+             "face": 0, "count_off": 0, "off": 0}
+    for o, t in zip(ours, theirs):
+        worst["ncon"] += len(t)
+        worst["maxcon"] = max(worst["maxcon"], len(t))
+        if len(o) != len(t):
+            worst["count_off"] += 1
+            continue
+        if not t:
+            continue
+        pool = list(o)
+        for c in t:
+            # match by normal and dist first (several prisms share a point), then pos
+            best = min(pool, key=lambda x: np.abs(x["frame"][:3] - c["frame"][:3]).max()
+                       + abs(x["dist"] - c["dist"]) + np.abs(x["pos"] - c["pos"]).max())
+            pool = [x for x in pool if x is not best]
+            ed = abs(float(best["dist"] - c["dist"]))
+            ef = float(np.abs(best["frame"][:3] - c["frame"][:3]).max())
+            ep = float(np.abs(best["pos"] - c["pos"]).max())
+            if ed > dtol or ef > HFIELD_TOL["frame"]:
+                worst["off"] += 1
+                continue
+            if ep > HFIELD_TOL["pos"]:
+                off = abs(np.dot(c["frame"][:3], best["pos"] - c["pos"]))
+                if off < HFIELD_TOL["pos"]:
+                    worst["face"] += 1
+                    continue
+                worst["off"] += 1
+                continue
+            worst["dist"] = max(worst["dist"], ed)
+            worst["frame"] = max(worst["frame"], ef)
+            worst["pos"] = max(worst["pos"], ep)
+    worst["dtol"] = dtol
+    return worst
+
+
+def test_hfield_sphere_matches_mujoco():
+    w = hfield_sweep("sphere", n=4)
+    assert w["ncon"] > 10 and w["count_off"] == 0 and w["off"] == 0, w
+
+
+@pytest.mark.acceptance
+def test_hfield_acceptance():
+    lines = ["height field (64 x 64 random terrain, size 2 2 0.3 0.1) vs MuJoCo 4.0 mj_forward,",
+             "50 random near-contact poses per partner geom, margin 0 (hfield_sweep).",
+             "count_off: poses with another contact count; off: matched contacts beyond the",
+             "tolerance (dist max(1e-5, 10 ccd_tolerance rbound) = dtol, normal 1e-4);",
+             "face: pos beyond 1e-4 but on the same contact plane; dist/pos/frame: worst of the",
+             "rest; maxcon: most contacts in one pose (mjMAXCONPAIR = 50)", ""]
+    for g2 in HFIELD_PARTNERS:
+        w = hfield_sweep(g2, n=50)
+        lines.append(
+            f"{g2:10s} contacts {w['ncon']:4d}  maxcon {w['maxcon']:2d}  count_off "
+            f"{w['count_off']:2d}  off {w['off']:3d}  face {w['face']:3d}  dist {w['dist']:.1e}"
+            f" (dtol {w['dtol']:.1e})  pos {w['pos']:.1e}  frame {w['frame']:.1e}")
+    ACCEPTANCE_DIR.mkdir(exist_ok=True)
+    HFIELD_FILE.write_text("\n".join(lines) + "\n")
+
+
+def test_hfield_grad_finite():
+    """Finite gradients of height-field contacts: a box resting on the terrain, touching and
+    slightly sunk, besides check_grad_finite's coincident and aligned states."""
+    mjm = hfield_model("box")
+    extra = []
+    for h in (0.0, -0.01):
+        q = mjm.qpos0.copy()
+        q[:3] = [0.3, -0.2, 0.3 + mjm.geom_size[1][2] + h]
+        extra.append(q)
+    extra.append(np.array([0.3, -0.2, 0.3, 1.0, 0, 0, 0]))  # center below the surface
+    _grad_finite(mjm, extra)
+
+
+def _grad_finite(mjm, states):
+    """check_grad_finite's gradient check on ``states`` alone (its own degenerate states
+    assume two bodies or a plane)."""
+    import jax
+    import jax.numpy as jp
+    import mujoco
+
+    from mjx_lite import interop, smooth
+    from mjx_lite.collision.driver import collision
+
+    m = interop.model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_forward(mjm, mjd)
+    d = interop.data_from_mujoco(mjm, mjd, m)
+
+    def total(q):
+        c = collision(m, smooth.kinematics(m, d.replace(qpos=q))).contact
+        return jp.sum(jp.where(c.valid, c.dist, 0.0) + c.pos.sum(-1) + c.frame.sum((-1, -2)))
+
+    grads = jax.jit(jax.vmap(jax.grad(total)))(jp.asarray(np.stack(states)))
+    assert np.all(np.isfinite(np.asarray(grads))), np.asarray(grads)

@@ -43,7 +43,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.collision import box, convex, multiccd, plane_mesh, primitive
+from mjx_lite.collision import box, convex, hfield, multiccd, plane_mesh, primitive
 from mjx_lite.collision.pairs import PairGroup, pair_groups
 from mjx_lite.collision.types import EMPTY_DIST, Contact, make_frame
 from mjx_lite.types import Data, DisableBit, EnableBit, GeomType, Model
@@ -81,14 +81,41 @@ MULTI_CCD = {_t: multiccd.make_multiccd(*_t) for _t in [(_G.BOX, _G.MESH), (_G.M
 MINVAL = 1e-15
 
 
-def collider(m: Model, types):
-    """The collider for a (type1, type2) key under the model's flags, or None."""
+# geom types MuJoCo collides with a height field (mjc_ConvexHField)
+HFIELD_PARTNERS = (_G.SPHERE, _G.CAPSULE, _G.ELLIPSOID, _G.CYLINDER, _G.BOX, _G.MESH)
+
+
+def collider(m: Model, types, grp: PairGroup | None = None):
+    """The collider for a (type1, type2) key under the model's flags, or None. Height-field
+    colliders depend on the group (their static prism window): ``grp`` builds the real one,
+    without it a stand-in with one cell tells only that a collider exists."""
     types = tuple(int(t) for t in types)
+    if types[0] == _G.HFIELD and types[1] in HFIELD_PARTNERS:
+        return hfield.make_hfield(types[1], _hfield_window(m, grp) if grp else (1, 1))
     if types in COLLIDERS:
         return COLLIDERS[types]
     if m.opt.disableflags & DisableBit.MULTICCD:
         return SINGLE_CCD.get(types)
     return MULTI_CCD.get(types)
+
+
+def _hfield_window(m: Model, grp: PairGroup) -> tuple[int, int]:
+    """Static prism window of a height-field group: the largest over its pairs."""
+    shapes = {(int(m.hfield_nrow[i]), int(m.hfield_ncol[i]))
+              for i in np.asarray(m.geom_dataid)[grp.geom1]}
+    if len(shapes) > 1:
+        raise NotImplementedError("unsupported: height fields of different grid shapes "
+                                  "colliding with the same geom type")
+    nx = ny = 1
+    for g1, g2 in zip(grp.geom1, grp.geom2):
+        h = int(np.asarray(m.geom_dataid)[g1])
+        # geom2's bound with its margin and gap; the window's spare cell covers the height
+        # field's own margin where it is below one cell
+        reach = float(m.geom_reach[g2])
+        wx, wy = hfield.window_size(reach, m.hfield_cell[h], int(m.hfield_nrow[h]),
+                                    int(m.hfield_ncol[h]))
+        nx, ny = max(nx, wx), max(ny, wy)
+    return nx, ny
 
 
 def _groups(m: Model) -> tuple[PairGroup, ...]:
@@ -108,7 +135,7 @@ def contact_budget(m: Model) -> int:
     """Static number of contact slots: sum over candidate pairs of their contact cap."""
     if m.opt.disableflags & (DisableBit.CONSTRAINT | DisableBit.CONTACT):
         return 0
-    return int(sum(len(g.geom1) * collider(m, g.types).NCON for g in _groups(m)))
+    return int(sum(len(g.geom1) * collider(m, g.types, g).NCON for g in _groups(m)))
 
 
 def _mesh_verts(m: Model, geoms: np.ndarray) -> jax.Array:
@@ -207,7 +234,7 @@ def collision(m: Model, d: Data) -> Data:
                          ncon=jp.zeros((), dtype=jp.int32))
     parts = []
     for grp in _groups(m):
-        fn = collider(m, grp.types)
+        fn = collider(m, grp.types, grp)
         g1, g2 = grp.geom1, grp.geom2
         margin, gap, condim, friction, solref, solreffriction, solimp = _params(m, grp)
         args = [d.geom_xpos[g1], d.geom_xmat[g1], m.geom_size[g1],
@@ -220,6 +247,13 @@ def collision(m: Model, d: Data) -> Data:
             if getattr(fn, "POLY", False):
                 args += [None if v is None else tuple(jp.asarray(t) for t in multiccd.mesh_tables(
                     m, np.asarray(m.geom_dataid)[g], v.shape[1])) for v, g in zip(verts, (g1, g2))]
+        if getattr(fn, "HFIELD", False):
+            hid = np.asarray(m.geom_dataid)[g1]
+            nrow, ncol = int(m.hfield_nrow[hid[0]]), int(m.hfield_ncol[hid[0]])
+            adr = np.asarray(m.hfield_adr)[hid]
+            grid = adr[:, None] + np.arange(nrow * ncol)[None]
+            args += [jp.asarray(m.hfield_data)[grid].reshape(-1, nrow, ncol),
+                     m.hfield_size[hid].astype(d.geom_xpos.dtype)]
         dist, pos, normal, tangent, valid = jax.vmap(fn)(*args)
         valid = valid & _sphere_cull(m, d, g1, g2, margin + gap)[:, None]
         n = fn.NCON

@@ -17,7 +17,7 @@ from mjx_lite.compiler.context import Context
 from mjx_lite.compiler.frames import quat_mul, quat_rotate, quat_to_mat
 from mjx_lite.compiler.parse import Spec
 from mjx_lite.errors import MJCFError
-from mjx_lite.interop import NAME_KINDS, tree_depth, wrap_sideid
+from mjx_lite.interop import NAME_KINDS, hfield_cell, tree_depth, wrap_sideid
 from mjx_lite.types import (
     ConeType,
     DisableBit,
@@ -581,6 +581,10 @@ def _to_model(ctx: Context, spec: Spec, sizes: dict) -> Model:
             values[name] = wrap_sideid(np.asarray(f["wrap_type"]), np.asarray(f["wrap_prm"]))
         elif name == "dof_depth":
             values[name] = tree_depth(f["body_parentid"])[f["dof_bodyid"]]
+        elif name == "hfield_cell":
+            values[name] = hfield_cell(f["hfield_size"], f["hfield_nrow"], f["hfield_ncol"])
+        elif name == "geom_reach":
+            values[name] = np.asarray(f["geom_rbound"] + f["geom_margin"] + f["geom_gap"], float)
         elif name == "signature":
             values[name] = 0
         elif name not in f:

@@ -1,0 +1,125 @@
+"""Height fields as unions of triangular prisms (Computation chapter, "Collision detection").
+
+Each grid cell (r, c) is split into two triangles, (c, r+1) (c, r) (c+1, r+1) and (c, r)
+(c+1, r+1) (c+1, r); a triangle extruded down to the base ``-size[3]`` is a convex prism, and
+the general convex solver (``convex``: GJK/EPA) runs against every prism under the other
+geom's bounding box, one contact per penetrating prism, in MuJoCo's visiting order (rows,
+then columns, then the two triangles), at most ``mjMAXCONPAIR`` = 50.
+
+Static shapes: the window of cells is ``nwin_x`` by ``nwin_y`` cells, fixed per pair group
+from the other geom's ``rbound`` (plus margin) and the grid spacing, computed in numpy when
+the collider is built; its corner follows the geom (traced) and cells outside the geom's
+box or the grid are masked. All prisms of the window run in one vmap.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite.collision import convex
+from mjx_lite.types import GeomType
+
+MAXCONPAIR = 50
+_G = GeomType
+
+
+def window_size(rbound: float, cell, nrow: int, ncol: int) -> tuple[int, int]:
+    """Cells (along x, along y) a geom of bounding radius ``rbound`` can cover on a grid of
+    spacing ``cell`` (dx, dy): its box spans at most 2 rbound, plus a spare cell each way."""
+    dx, dy = float(cell[0]), float(cell[1])
+    nx = int(np.ceil(2.0 * rbound / dx)) + 2
+    ny = int(np.ceil(2.0 * rbound / dy)) + 2
+    return min(nx, ncol - 1), min(ny, nrow - 1)
+
+
+def _aabb(type2, size2, verts2, mat):
+    """Geom2's box in the height field frame, relative to its center: (lo (3,), hi (3,))."""
+    e = jp.eye(3, dtype=mat.dtype)
+
+    def sup(d):
+        return mat @ convex.local_support(type2, size2, verts2, mat.T @ d)
+
+    r = convex.core_radius(type2, size2)
+    hi = jp.stack([sup(e[k])[k] for k in range(3)]) + r
+    lo = jp.stack([sup(-e[k])[k] for k in range(3)]) - r
+    return lo, hi
+
+
+def make_hfield(type2: int, nwin: tuple[int, int]):
+    """A collider for an hfield (geom1) and a convex geom of ``type2`` with a window of
+    ``nwin`` cells: (pos1, mat1, size1, pos2, mat2, size2, margin, verts1, verts2, hdata,
+    hsize) with ``hdata`` (nrow, ncol) elevations in [0, 1] and ``hsize`` (4,)."""
+    nx, ny = nwin
+    ncell = nx * ny
+    ncon = min(MAXCONPAIR, 2 * ncell)
+
+    def collide(pos1, mat1, size1, pos2, mat2, size2, margin, verts1, verts2, hdata, hsize):
+        del size1, verts1
+        nrow, ncol = hdata.shape
+        dt = pos2.dtype
+        # geom2 in the height field frame
+        p = mat1.T @ (pos2 - pos1)
+        mat = mat1.T @ mat2
+        lo, hi = _aabb(type2, size2, verts2, mat)
+        lo, hi = lo + p, hi + p
+        sx, sy = hsize[0], hsize[1]
+        dx = 2.0 * sx / (ncol - 1)
+        dy = 2.0 * sy / (nrow - 1)
+        cmin = jp.floor((lo[0] + sx) / (2 * sx) * (ncol - 1)).astype(jp.int32)
+        cmax = jp.ceil((hi[0] + sx) / (2 * sx) * (ncol - 1)).astype(jp.int32)
+        rmin = jp.floor((lo[1] + sy) / (2 * sy) * (nrow - 1)).astype(jp.int32)
+        rmax = jp.ceil((hi[1] + sy) / (2 * sy) * (nrow - 1)).astype(jp.int32)
+        cmin, cmax = jp.maximum(cmin, 0), jp.minimum(cmax, ncol - 1)
+        rmin, rmax = jp.maximum(rmin, 0), jp.minimum(rmax, nrow - 1)
+        # the window's first cell: inside the grid even where the geom is off it
+        c0 = jp.clip(cmin, 0, ncol - 1 - nx)
+        r0 = jp.clip(rmin, 0, nrow - 1 - ny)
+        rr, cc = np.meshgrid(np.arange(ny), np.arange(nx), indexing="ij")
+        r = r0 + jp.asarray(rr.reshape(-1))
+        c = c0 + jp.asarray(cc.reshape(-1))
+        live = (r >= rmin) & (r < rmax) & (c >= cmin) & (c < cmax)
+        inside = ((hi[0] + margin >= -sx) & (lo[0] - margin <= sx) & (hi[1] + margin >= -sy)
+                  & (lo[1] - margin <= sy) & (lo[2] - margin <= hsize[2])
+                  & (hi[2] + margin >= -hsize[3]))
+        live = live & inside
+
+        def corner(ri, ci):
+            z = hdata[ri, ci].astype(dt) * hsize[2]
+            return jp.stack([ci * dx - sx, ri * dy - sy, z], -1)
+
+        a, b = corner(r + 1, c), corner(r, c)
+        e, f = corner(r + 1, c + 1), corner(r, c + 1)
+        tri = jp.stack([jp.stack([a, b, e], 1), jp.stack([b, e, f], 1)], 1)  # (ncell, 2, 3, 3)
+        tri = tri.reshape(2 * ncell, 3, 3)
+        bottom = tri.at[:, :, 2].set(-hsize[3])
+        prism = jp.concatenate([bottom, tri], 1)  # (2 ncell, 6, 3)
+        live2 = jp.repeat(live, 2)
+        # MuJoCo's prism height test: a prism whose top is below the geom is skipped
+        high = jp.max(tri[:, :, 2], -1) + margin >= lo[2]
+        eye = jp.eye(3, dtype=dt)
+        zero = jp.zeros(3, dt)
+
+        def one(pv):
+            return convex.signed_distance(_G.MESH, type2, zero, eye, zero, pv, p, mat, size2,
+                                          verts2)
+
+        dist, normal, cpos = jax.vmap(one)(prism)
+        ok = live2 & high & (dist <= margin)
+        # the first MAXCONPAIR contacts in visiting order
+        rank = jp.cumsum(ok) - 1
+        slot = jp.where(ok & (rank < ncon), rank, ncon)
+        order = jp.arange(2 * ncell, dtype=jp.int32)
+        idx = jp.zeros(ncon, jp.int32).at[slot].set(order, mode="drop")
+        valid = jp.zeros(ncon, bool).at[slot].set(True, mode="drop")
+        out_dist = dist[idx]
+        out_normal = normal[idx] @ mat1.T
+        out_pos = cpos[idx] @ mat1.T + pos1
+        return out_dist, out_pos, out_normal, jp.zeros_like(out_pos), valid
+
+    collide.NCON = ncon
+    collide.MESH = (False, type2 == _G.MESH)
+    collide.HFIELD = True
+    collide.__name__ = f"hfield_{_G(type2).name.lower()}"
+    return collide
