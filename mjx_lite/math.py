@@ -11,9 +11,48 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jp
+import numpy as np
 
 # MuJoCo's mjMINVAL: below it a norm counts as zero.
 MINVAL = 1e-15
+
+# Compile time: these helpers run on every body, joint, geom and contact, in every stage, and
+# component-wise code (x[..., 0] ... stacked back) costs two traced ops per component. They are
+# written instead as one gather of the components each output needs, a product with a constant
+# sign table and a sum over the last axis: a handful of ops whatever the formula, with the
+# same terms added in the same order, so results are unchanged (see tests/test_smooth.py).
+
+
+def pick(x: jax.Array, idx) -> jax.Array:
+    """x[..., idx] for a static integer array ``idx`` (any shape), as a single gather.
+
+    Args:
+      x: (..., n) array.
+      idx: numpy integer array of shape S with entries in [0, n).
+
+    Returns:
+      (..., *S) array.
+    """
+    idx = np.asarray(idx, dtype=np.int32)
+    nd = x.ndim - 1
+    dnums = jax.lax.GatherDimensionNumbers(
+        offset_dims=tuple(range(nd)), collapsed_slice_dims=(nd,), start_index_map=(nd,))
+    return jax.lax.gather(x, idx[..., None], dnums, slice_sizes=x.shape[:-1] + (1,),
+                          mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)
+
+
+def _signed_sum(terms: jax.Array, sign: np.ndarray) -> jax.Array:
+    """sum over the last axis of terms * sign, sign a static table (exact: +-1, 0 or 2)."""
+    return jp.sum(terms * np.asarray(sign, dtype=terms.dtype), axis=-1)
+
+
+_CROSS_A = np.array([1, 2, 0])
+_CROSS_B = np.array([2, 0, 1])
+
+
+def cross(a: jax.Array, b: jax.Array) -> jax.Array:
+    """3-vector cross product a x b, broadcasting over leading axes (jp.cross in 7 ops)."""
+    return pick(a, _CROSS_A) * pick(b, _CROSS_B) - pick(a, _CROSS_B) * pick(b, _CROSS_A)
 
 
 def safe_norm(x: jax.Array, axis=-1, keepdims: bool = False) -> jax.Array:
@@ -39,23 +78,20 @@ def quat_normalize(q: jax.Array) -> jax.Array:
     """mju_normalize4: unit quaternion; a (near) zero quaternion becomes identity."""
     n = safe_norm(q, keepdims=True)
     ok = n >= MINVAL
-    ident = jp.zeros_like(q).at[..., 0].set(1.0)
+    ident = np.array([1.0, 0.0, 0.0, 0.0], dtype=q.dtype)
     return jp.where(ok, q / jp.where(ok, n, 1.0), ident)
+
+
+# Hamilton product: (a b)[i] = sum_j sign[i, j] a[j] b[idx[i, j]], e.g.
+# (a b)[1] = aw bx + ax bw + ay bz - az by
+_QMUL_IDX = np.array([[0, 1, 2, 3], [1, 0, 3, 2], [2, 3, 0, 1], [3, 2, 1, 0]])
+_QMUL_SIGN = np.array([[1, -1, -1, -1], [1, 1, 1, -1], [1, -1, 1, 1], [1, 1, -1, 1]])
 
 
 def quat_mul(a: jax.Array, b: jax.Array) -> jax.Array:
     """Hamilton product a * b, broadcasting over leading axes."""
-    aw, ax, ay, az = a[..., 0], a[..., 1], a[..., 2], a[..., 3]
-    bw, bx, by, bz = b[..., 0], b[..., 1], b[..., 2], b[..., 3]
-    return jp.stack(
-        [
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ],
-        axis=-1,
-    )
+    a, b = jp.asarray(a), jp.asarray(b)
+    return _signed_sum(a[..., None, :] * pick(b, _QMUL_IDX), _QMUL_SIGN)
 
 
 def quat_conj(q: jax.Array) -> jax.Array:
@@ -68,22 +104,32 @@ quat_inv = quat_conj
 
 def rotate(v: jax.Array, q: jax.Array) -> jax.Array:
     """Rotates 3-vector v by unit quaternion q (mju_rotVecQuat)."""
+    q = jp.asarray(q)
     w, u = q[..., :1], q[..., 1:]
-    t = 2.0 * jp.cross(u, v)
-    return v + w * t + jp.cross(u, t)
+    t = 2.0 * cross(u, v)
+    return v + w * t + cross(u, t)
+
+
+# entries of the rotation matrix as signed sums of products q[i] q[j] (index 4 i + j), e.g.
+# mat[0, 0] = ww + xx - yy - zz, mat[0, 1] = 2 (xy - wz); zero-weight terms pad to 4
+_W, _X, _Y, _Z = 0, 1, 2, 3
+_Q2M_TERMS = [
+    [(_W, _W, 1), (_X, _X, 1), (_Y, _Y, -1), (_Z, _Z, -1)],
+    [(_X, _Y, 2), (_W, _Z, -2)], [(_X, _Z, 2), (_W, _Y, 2)],
+    [(_X, _Y, 2), (_W, _Z, 2)],
+    [(_W, _W, 1), (_X, _X, -1), (_Y, _Y, 1), (_Z, _Z, -1)], [(_Y, _Z, 2), (_W, _X, -2)],
+    [(_X, _Z, 2), (_W, _Y, -2)], [(_Y, _Z, 2), (_W, _X, 2)],
+    [(_W, _W, 1), (_X, _X, -1), (_Y, _Y, -1), (_Z, _Z, 1)],
+]
+_Q2M_IDX = np.array([[4 * i + j for i, j, _ in t] + [0] * (4 - len(t)) for t in _Q2M_TERMS])
+_Q2M_SIGN = np.array([[s for _, _, s in t] + [0] * (4 - len(t)) for t in _Q2M_TERMS])
 
 
 def quat_to_mat(q: jax.Array) -> jax.Array:
     """Rotation matrix (..., 3, 3) of unit quaternion q (mju_quat2Mat)."""
-    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    ww, xx, yy, zz = w * w, x * x, y * y, z * z
-    wx, wy, wz, xy, xz, yz = w * x, w * y, w * z, x * y, x * z, y * z
-    rows = [
-        [ww + xx - yy - zz, 2 * (xy - wz), 2 * (xz + wy)],
-        [2 * (xy + wz), ww - xx + yy - zz, 2 * (yz - wx)],
-        [2 * (xz - wy), 2 * (yz + wx), ww - xx - yy + zz],
-    ]
-    return jp.stack([jp.stack(r, axis=-1) for r in rows], axis=-2)
+    q = jp.asarray(q)
+    qq = (q[..., :, None] * q[..., None, :]).reshape(q.shape[:-1] + (16,))
+    return _signed_sum(pick(qq, _Q2M_IDX), _Q2M_SIGN).reshape(q.shape[:-1] + (3, 3))
 
 
 def axis_angle_to_quat(axis: jax.Array, angle: jax.Array) -> jax.Array:
@@ -145,7 +191,7 @@ def motion_cross(v: jax.Array, u: jax.Array) -> jax.Array:
     """Spatial motion cross product v x u (mju_crossMotion), 6-vectors [ang; lin]."""
     w, vl = v[..., :3], v[..., 3:]
     return jp.concatenate(
-        [jp.cross(w, u[..., :3]), jp.cross(w, u[..., 3:]) + jp.cross(vl, u[..., :3])], axis=-1
+        [cross(w, u[..., :3]), cross(w, u[..., 3:]) + cross(vl, u[..., :3])], axis=-1
     )
 
 
@@ -153,8 +199,13 @@ def force_cross(v: jax.Array, f: jax.Array) -> jax.Array:
     """Spatial force cross product v x* f (mju_crossForce)."""
     w, vl = v[..., :3], v[..., 3:]
     return jp.concatenate(
-        [jp.cross(w, f[..., :3]) + jp.cross(vl, f[..., 3:]), jp.cross(w, f[..., 3:])], axis=-1
+        [cross(w, f[..., :3]) + cross(vl, f[..., 3:]), cross(w, f[..., 3:])], axis=-1
     )
+
+
+# the symmetric 3x3 of [Ixx Iyy Izz Ixy Ixz Iyz], and back (row-major 3x3 -> the 6 entries)
+_SYM3 = np.array([[0, 3, 4], [3, 1, 5], [4, 5, 2]])
+_SYM6 = np.array([0, 4, 8, 1, 2, 5])
 
 
 def inert_mul(i: jax.Array, v: jax.Array) -> jax.Array:
@@ -165,15 +216,8 @@ def inert_mul(i: jax.Array, v: jax.Array) -> jax.Array:
     """
     w, vl = v[..., :3], v[..., 3:]
     mc, mass = i[..., 6:9], i[..., 9:10]
-    iw = jp.stack(
-        [
-            i[..., 0] * w[..., 0] + i[..., 3] * w[..., 1] + i[..., 4] * w[..., 2],
-            i[..., 3] * w[..., 0] + i[..., 1] * w[..., 1] + i[..., 5] * w[..., 2],
-            i[..., 4] * w[..., 0] + i[..., 5] * w[..., 1] + i[..., 2] * w[..., 2],
-        ],
-        axis=-1,
-    )
-    return jp.concatenate([iw + jp.cross(mc, vl), mass * vl - jp.cross(mc, w)], axis=-1)
+    iw = jp.sum(pick(i, _SYM3) * w[..., None, :], axis=-1)
+    return jp.concatenate([iw + cross(mc, vl), mass * vl - cross(mc, w)], axis=-1)
 
 
 def inert_com(inertia: jax.Array, mat: jax.Array, dif: jax.Array, mass: jax.Array) -> jax.Array:
@@ -183,21 +227,17 @@ def inert_com(inertia: jax.Array, mat: jax.Array, dif: jax.Array, mass: jax.Arra
     dd = jp.sum(dif * dif, -1)[..., None, None]
     eye = jp.eye(3, dtype=rot.dtype)
     full = rot + mass[..., None] * (dd * eye - dif[..., :, None] * dif[..., None, :])
-    sym = jp.stack(
-        [full[..., 0, 0], full[..., 1, 1], full[..., 2, 2], full[..., 0, 1], full[..., 0, 2],
-         full[..., 1, 2]],
-        axis=-1,
-    )
+    sym = pick(full.reshape(full.shape[:-2] + (9,)), _SYM6)
     return jp.concatenate([sym, mass * dif, mass], axis=-1)
 
 
 def transform_motion(vec: jax.Array, newpos: jax.Array, oldpos: jax.Array) -> jax.Array:
     """Moves a motion 6-vector from point ``oldpos`` to ``newpos`` (mju_transformSpatial)."""
     w = vec[..., :3]
-    return jp.concatenate([w, vec[..., 3:] - jp.cross(newpos - oldpos, w)], axis=-1)
+    return jp.concatenate([w, vec[..., 3:] - cross(newpos - oldpos, w)], axis=-1)
 
 
 def transform_force(vec: jax.Array, newpos: jax.Array, oldpos: jax.Array) -> jax.Array:
     """Moves a force 6-vector [torque; force] from point ``oldpos`` to ``newpos``."""
     f = vec[..., 3:]
-    return jp.concatenate([vec[..., :3] - jp.cross(newpos - oldpos, f), f], axis=-1)
+    return jp.concatenate([vec[..., :3] - cross(newpos - oldpos, f), f], axis=-1)

@@ -1,0 +1,128 @@
+"""Where jit time goes: traced-op counts and XLA compile seconds per pipeline stage.
+
+    python benchmarks/compile_profile.py hopper                 # stages, step, vmapped rollout
+    python benchmarks/compile_profile.py ant --only rollout --batch 4 --steps 5
+    python benchmarks/compile_profile.py humanoid --prims kinematics   # ops by primitive
+
+For each stage (run on a forward-computed Data, each jitted alone) it prints the number of
+jaxpr equations, sub-jaxprs included (scan / while / cond bodies counted once), then the
+lowering and compile seconds. ``step`` is measured alone and as ``benchmarks/run.py`` times
+it: a ``jax.vmap`` of an N-step ``lax.scan`` rollout. Models are looked up as run.py does.
+Unset ``JAX_COMPILATION_CACHE_DIR`` so that compiles are not cache reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import importlib
+import time
+
+import jax
+from run import _model_path
+
+
+def count_eqns(jaxpr) -> collections.Counter:
+    """Equations of a jaxpr by primitive name, nested jaxprs (loop bodies, branches) included."""
+    out: collections.Counter = collections.Counter()
+    for e in jaxpr.eqns:
+        out[e.primitive.name] += 1
+        for p in e.params.values():
+            for q in p if isinstance(p, (list, tuple)) else [p]:
+                j = getattr(q, "jaxpr", None)
+                if j is not None:
+                    out.update(count_eqns(j if hasattr(j, "eqns") else j.jaxpr))
+    return out
+
+
+def _stages(loop: str) -> list:
+    from mjx_lite import constraint, sensor, smooth, solver
+    from mjx_lite.collision.driver import collision
+
+    fwd = importlib.import_module("mjx_lite.forward")
+    part = functools.partial
+    return [
+        ("kinematics", smooth.kinematics),
+        ("com_pos", smooth.com_pos),
+        ("tendon", smooth.tendon),
+        ("crb", smooth.crb),
+        ("factor_m", smooth.factor_m),
+        ("collision", collision),
+        ("make_constraint", constraint.make_constraint),
+        ("transmission", smooth.transmission),
+        ("sensor_pos", sensor.sensor_pos),
+        ("fwd_velocity", fwd.fwd_velocity),
+        ("fwd_actuation", fwd.fwd_actuation),
+        ("fwd_acceleration", fwd.fwd_acceleration),
+        ("solve", part(solver.solve, loop=loop)),
+        ("integrate", part(fwd.integrate, loop=loop)),
+        ("forward", part(fwd.forward, loop=loop)),
+        ("step", part(fwd.step, loop=loop)),
+    ]
+
+
+def _compile(fn, *args) -> tuple[float, float]:
+    t0 = time.perf_counter()
+    lowered = jax.jit(fn).lower(*args)
+    t1 = time.perf_counter()
+    lowered.compile()
+    return t1 - t0, time.perf_counter() - t1
+
+
+def rollout(step, nsteps: int):
+    """vmap over Data of an nsteps lax.scan of step (as benchmarks/run.py times it)."""
+
+    def run(m, d):
+        return jax.lax.scan(lambda d, _: (step(m, d), None), d, None, length=nsteps)[0]
+
+    return jax.vmap(run, in_axes=(None, 0))
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("model")
+    parser.add_argument("--loop", default="early_exit", choices=["early_exit", "fixed"])
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--only", nargs="+", help="stage names (and/or 'rollout') to measure")
+    parser.add_argument("--no-compile", action="store_true", help="op counts only")
+    parser.add_argument("--prims", nargs="*", default=[],
+                        help="stages whose op counts are broken down by primitive")
+    parser.add_argument("--x64", action="store_true")
+    args = parser.parse_args(argv)
+    if args.x64:
+        jax.config.update("jax_enable_x64", True)
+    import mjx_lite
+
+    m = mjx_lite.load_model(_model_path(args.model))
+    d = jax.jit(functools.partial(mjx_lite.forward, loop=args.loop))(m, mjx_lite.make_data(m))
+    print(f"{args.model}: nbody {m.nbody} nv {m.nv} ngeom {m.ngeom} integrator "
+          f"{m.opt.integrator!r} solver {m.opt.solver!r} loop {args.loop!r}")
+    print(f"{'stage':18s} {'eqns':>7s} {'lower s':>8s} {'compile s':>9s}", flush=True)
+    step = None
+    for name, fn in _stages(args.loop):
+        step = fn if name == "step" else step
+        if args.only and name not in args.only:
+            continue
+        counts = count_eqns(jax.make_jaxpr(fn)(m, d).jaxpr)
+        line = f"{name:18s} {sum(counts.values()):7d}"
+        if not args.no_compile:
+            lo, co = _compile(fn, m, d)
+            line += f" {lo:8.1f} {co:9.1f}"
+        print(line, flush=True)
+        if name in args.prims:
+            print("   ", ", ".join(f"{k} {v}" for k, v in counts.most_common(12)))
+    if not args.only or "rollout" in args.only:
+        db = jax.tree.map(lambda x: jax.numpy.broadcast_to(x, (args.batch,) + x.shape), d)
+        fn = rollout(step, args.steps)
+        counts = count_eqns(jax.make_jaxpr(fn)(m, db).jaxpr)
+        line = f"{'rollout':18s} {sum(counts.values()):7d}"
+        if not args.no_compile:
+            lo, co = _compile(fn, m, db)
+            line += f" {lo:8.1f} {co:9.1f}"
+        print(line + f"   (vmap {args.batch} x scan {args.steps} of step)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
