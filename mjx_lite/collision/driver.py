@@ -8,9 +8,9 @@ is therefore by type key, not MuJoCo's pair order; compare contacts as sets. Con
 pair (``NCON``): 1 for any pair with a sphere or ellipsoid, 2 plane-capsule, 4 plane-cylinder,
 4 plane-box, 4 plane-mesh (``plane_mesh``), 2 capsule-capsule, 2 capsule-box, 8 box-box
 (``box``), 1 for the general convex solver (``convex``: GJK/EPA), 4 for box-mesh and
-mesh-mesh under multiccd (``multiccd``):
-the most each collider can return, so no contact is ever dropped (and no contact-full
-warning is needed).
+mesh-mesh under multiccd (``multiccd``), min(50, 2 * window cells) for a height field
+(``hfield``): the most each collider can return, so no contact is ever dropped (and no
+contact-full warning is needed).
 
 Culling is a mask: a culled pair still runs its collider (fixed shapes under jit/vmap), so it
 saves no work yet; it reproduces MuJoCo's filter, whose result the colliders never change.
@@ -29,10 +29,15 @@ Plane-mesh (``plane_mesh``) keeps up to four corners of the hull polygon at the 
 vertex, as measured on 4.0 (exact on triangulated hulls; on pentagon faces 4.0 sometimes
 keeps another subset, not established).
 
+A height field (``hfield``) with a sphere, capsule, ellipsoid, cylinder, box or mesh is a
+union of triangular prisms: GJK/EPA against every prism of a static window of cells around
+the other geom (its size from the static ``geom_reach`` and ``hfield_cell``), one contact per
+penetrating prism in MuJoCo's visiting order, at most ``mjMAXCONPAIR`` (measured against 4.0
+in ``tests/test_hfield_collision.py``). A group's height fields must share a grid shape.
+
 Pair types without a collider here (capsule-cylinder, capsule-mesh, cylinder-cylinder,
-cylinder-box, cylinder-mesh under multiccd: 4.0 clips cylinder caps as 16-gons, not ported;
-hfield) make
-``collision`` raise NotImplementedError when it is traced: a model whose geoms could touch
+cylinder-box, cylinder-mesh under multiccd: 4.0 clips cylinder caps as 16-gons, not ported)
+make ``collision`` raise NotImplementedError when it is traced: a model whose geoms could touch
 that way is not simulated silently without those contacts (disable contacts, the pair, or
 multiccd to run it anyway).
 """
