@@ -30,6 +30,7 @@ from mjx_lite.types import (
     JointType,
     Model,
     TrnType,
+    WrapType,
 )
 
 __all__ = [
@@ -59,7 +60,34 @@ def fwd_velocity(m: Model, d: Data) -> Data:
     # MuJoCo 4.0 folds a velocity bias (Jdot qvel) of connect/weld rows into efc_aref.
     d = constraint.reference_constraint(m, d)
     d = passive(m, d)
-    return smooth.rne(m, d)
+    d = smooth.rne(m, d)
+    return d.replace(qfrc_bias=d.qfrc_bias + tendon_armature_bias(m, d))
+
+
+def tendon_armature_bias(m: Model, d: Data) -> jax.Array:
+    """(nv,) bias force of spatial-tendon armature, J' armature (Jdot qvel) (XML reference,
+    tendon/spatial/armature: kinetic energy 0.5 armature v^2 with v = J qvel).
+
+    Jdot qvel is the rate of change of J(q) qvel along the motion with fixed qvel: a jvp of
+    the tendon Jacobian through kinematics and com_pos, exact for every wrap type. Fixed
+    tendons have a constant J and no such term."""
+    wtype = np.asarray(m.wrap_type)
+    adr, num = np.asarray(m.tendon_adr), np.asarray(m.tendon_num)
+    spatial = np.nonzero((num > 0) & (wtype[np.minimum(adr, max(len(wtype) - 1, 0))]
+                                      != WrapType.JOINT))[0] if m.ntendon else []
+    arm = m.tendon_armature
+    if not len(spatial) or (not isinstance(arm, jax.core.Tracer)
+                            and not np.any(np.asarray(arm)[spatial])):
+        return jp.zeros_like(d.qvel)
+
+    def ten_vel(t):
+        q = integrate_pos(m, d.qpos, d.qvel, t)
+        dt = smooth.com_pos(m, smooth.kinematics(m, d.replace(qpos=q)))
+        return smooth.tendon(m, dt).ten_J[spatial] @ d.qvel
+
+    _, jdot_qvel = jax.jvp(ten_vel, (jp.zeros((), d.qvel.dtype),),
+                           (jp.ones((), d.qvel.dtype),))
+    return d.ten_J[spatial].T @ (jp.asarray(arm)[spatial] * jdot_qvel)
 
 
 def xfrc_accumulate(m: Model, d: Data) -> jax.Array:
@@ -383,8 +411,16 @@ def step(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") -> 
     """One simulation step (mj_step): divergence checks of qpos and qvel, forward, the check
     of qacc (a reset runs forward again on the reset state), then integrate."""
     d = support.check_vel(m, support.check_pos(m, d))
-    d = forward(m, d, loop=loop, adjoint=adjoint)
-    d = support.check_acc(m, d, lambda dr: forward(m, dr, loop=loop, adjoint=adjoint))
+
+    def fwd(m, d):
+        return forward(m, d, loop=loop, adjoint=adjoint)
+
+    if loop == "early_exit" and adjoint == "unroll" and d.efc_J.shape[0]:
+        # the solver's while_loop has no reverse-mode derivative anyway: both passes share
+        # one loop, so forward is compiled once
+        d = support.forward_checked(m, d, fwd)
+    else:
+        d = support.check_acc(m, fwd(m, d), fwd)
     return integrate(m, d, loop=loop, adjoint=adjoint)
 
 

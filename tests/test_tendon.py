@@ -303,3 +303,31 @@ def test_tendon_arm_rollout_bound():
         f"worst dev/bound {dev[worst] / bound[worst]:.2e} at step {worst}, "
         f"final qpos {trajs[0][-1, :mjm.nq].round(4).tolist()} (jit+run {secs:.0f} s)\n")
     assert np.all(dev <= bound), (dev.max(), worst)
+
+
+def test_spatial_armature_bias(inline):
+    """Spatial-tendon armature adds J' armature (Jdot qvel) to qfrc_bias (XML reference,
+    tendon/spatial/armature): the wheel's armature model and the inline tendons without geom
+    wrapping (MuJoCo 4.0's mj_tendonDot rejects those; ours covers them by the same jvp)."""
+    from mjx_lite.forward import fwd_position, fwd_velocity
+
+    wheel = mujoco.MjModel.from_xml_path(str(TENDON_DIR / "armature.xml"))
+    wrap = mujoco.MjModel.from_xml_string(INLINE_XML)
+    for t in range(wrap.ntendon):
+        wraps = wrap.wrap_type[wrap.tendon_adr[t]:wrap.tendon_adr[t] + wrap.tendon_num[t]]
+        no_geom = not np.isin(wraps, (mujoco.mjtWrap.mjWRAP_SPHERE,
+                                      mujoco.mjtWrap.mjWRAP_CYLINDER)).any()
+        wrap.tendon_armature[t] = (1.0 + t) * no_geom
+    assert wrap.tendon_armature.any()
+    for mjm in (wheel, wrap):
+        mjm.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT  # the stage under test
+        m = interop.model_from_mujoco(mjm)
+        fn = jax.jit(lambda d, m=m: fwd_velocity(m, fwd_position(m, d)))
+        rng = np.random.default_rng(0)
+        for qpos in _states(mjm, 3):
+            mjd = mujoco.MjData(mjm)
+            mjd.qpos[:], mjd.qvel[:] = qpos, rng.standard_normal(mjm.nv)
+            mujoco.mj_forward(mjm, mjd)
+            ours = fn(interop.data_from_mujoco(mjm, mjd, m))
+            err = np.max(np.abs(np.asarray(ours.qfrc_bias) - mjd.qfrc_bias))
+            assert err <= 1e-10 * (1.0 + np.max(np.abs(mjd.qfrc_bias))), (err, mjd.qfrc_bias)
