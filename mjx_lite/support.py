@@ -11,8 +11,8 @@ from mjx_lite.smooth import jac, mul_m, solve_m
 from mjx_lite.types import Data, DisableBit, Model, ObjType
 
 __all__ = [
-    "check_acc", "check_pos", "check_vel", "contact_force", "full_m", "id2name", "is_bad", "jac",
-    "mul_m", "name2id", "reset_where", "solve_m",
+    "check_acc", "check_pos", "check_vel", "contact_force", "forward_checked", "full_m",
+    "id2name", "is_bad", "jac", "mul_m", "name2id", "reset_where", "solve_m",
 ]
 
 # ObjType -> the kind strings of Model.names (interop.NAME_KINDS); XBODY shares body names.
@@ -164,12 +164,43 @@ def check_vel(m: Model, d: Data) -> Data:
 
 def check_acc(m: Model, d: Data, reforward) -> Data:
     """mj_checkAcc on a forward-computed Data: a bad qacc counts a BADQACC warning and, with
-    autoreset, replaces the Data by ``reforward`` applied to the reset state (MuJoCo runs
-    mj_forward again there, so the step that follows integrates from it).
+    autoreset, replaces the Data by ``reforward(m, reset)``, forward on the reset state (MuJoCo
+    runs mj_forward again there, so the step that follows integrates from it).
 
-    A ``lax.cond``: unbatched, the second forward pass runs only on a bad qacc; under a vmap
-    over Data it runs once per step for the whole batch (it depends on ``m`` only)."""
+    The second pass runs in a ``lax.while_loop`` that runs at most once, not a ``lax.cond``:
+    under a vmap over Data a cond with a per-member predicate becomes a select that runs the
+    branch on every step for every member, with the Model broadcast to the batch; the loop
+    runs only when some member is bad, on the reset state, which depends on ``m`` only, so
+    once for the whole batch. Its inputs are cut from the gradient (a reset is not
+    differentiated), which keeps the loop out of reverse mode."""
     bad = is_bad(d.qacc)
     if m.opt.disableflags & DisableBit.AUTORESET:
         return d.replace(warning_count=d.warning_count.at[WARN_BADQACC].add(bad.astype(jp.int32)))
-    return jax.lax.cond(bad, lambda: reforward(reset_data(m, d, WARN_BADQACC)), lambda: d)
+    ms, ds = jax.lax.stop_gradient((m, d))
+
+    def body(carry):
+        return jp.zeros((), bool), reforward(ms, reset_data(ms, ds, WARN_BADQACC))
+
+    _, fresh = jax.lax.while_loop(lambda c: c[0], body, (bad, ds))
+    return jax.tree.map(lambda new, cur: jp.where(bad, new, cur), fresh, d)
+
+
+def forward_checked(m: Model, d: Data, fwd) -> Data:
+    """``check_acc(m, fwd(m, d), fwd)`` with both forward passes in one ``lax.while_loop``
+    (the second iteration, on the reset state, runs only for a bad qacc), so that the forward
+    pass is compiled once, not twice. A while_loop has no reverse-mode derivative: use it where
+    ``fwd`` has none either (an early-exit solver loop)."""
+    if m.opt.disableflags & DisableBit.AUTORESET:
+        return check_acc(m, fwd(m, d), fwd)
+
+    def body(carry):
+        x, _, n = carry
+        x = jax.tree.map(lambda r, a: jp.where(n == 1, r, a),
+                         reset_data(m, x, WARN_BADQACC), x)
+        return x, fwd(m, x), n + 1
+
+    def cond(carry):
+        _, out, n = carry
+        return (n == 0) | ((n == 1) & is_bad(out.qacc))
+
+    return jax.lax.while_loop(cond, body, (d, d, jp.zeros((), jp.int32)))[1]

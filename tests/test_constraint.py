@@ -345,14 +345,18 @@ def _diverge_case(mjm, field, idx, val):
     return m, d, mjd
 
 
+@pytest.mark.parametrize("loop", ["fixed", "early_exit"])
 @pytest.mark.parametrize("autoreset", [True, False])
-def test_divergence_detection(autoreset):
+def test_divergence_detection(autoreset, loop):
+    """Both forms of the second forward pass: check_acc, and forward_checked (early exit)."""
+    import functools
+
     from mjx_lite.forward import step
 
     mjm = mujoco.MjModel.from_xml_string(DIVERGE_XML)
     if not autoreset:
         mjm.opt.disableflags |= DisableBit.AUTORESET
-    stepj = jax.jit(step)
+    stepj = jax.jit(functools.partial(step, loop=loop))
     for field, idx, val in (("qpos", 0, np.nan), ("qvel", 2, 1e11), ("qfrc_applied", 0, 1e12)):
         m, d, mjd = _diverge_case(mjm, field, idx, val)
         out = stepj(m, d)
@@ -370,11 +374,16 @@ def test_divergence_detection(autoreset):
         np.testing.assert_array_equal(out.ctrl, mjd.ctrl)
 
 
-def test_divergence_resets_one_batch_member():
+@pytest.mark.parametrize("loop", ["fixed", "early_exit"])
+def test_divergence_resets_one_batch_member(loop):
+    import functools
+
     from mjx_lite import io
     from mjx_lite.forward import step
 
+    step = functools.partial(step, loop=loop)
     m = interop.model_from_mujoco(mujoco.MjModel.from_xml_string(DIVERGE_XML))
+    assert io.make_data(m).efc_J.shape[0] > 0  # early_exit takes forward_checked
     d0 = io.make_data(m).replace(qvel=jp.linspace(0.1, 1.0, m.nv))
     batch = jax.tree.map(lambda x: jp.stack([x] * 8), d0)
     batch = batch.replace(qpos=batch.qpos.at[3, 0].set(jp.inf))
