@@ -571,9 +571,12 @@ def test_acceptance_all_models():
         label = str(path.relative_to(path.parents[1]))
         fields = ACCEPT_FIELDS
         if np.any(_spatial_tendons(mjm) & (mjm.tendon_armature > 0)):
-            # the bias term J' armature Jdot qvel of spatial tendons needs mjx_lite.tendon
+            # the bias term J' armature Jdot qvel of spatial tendons is added by
+            # forward.fwd_velocity, not smooth.rne: tests/test_tendon.py and the forward
+            # acceptance (tests/acceptance/smooth_dynamics.txt) compare it
             fields = tuple(f for f in fields if f != "qfrc_bias")
-            skipped.append(f"{label}: qfrc_bias not compared (spatial tendon armature)")
+            skipped.append(f"{label}: qfrc_bias here (spatial tendon armature: compared by "
+                           "test_tendon and smooth_dynamics.txt)")
         rng = np.random.default_rng(12)
         for _ in range(5):
             s = case.state(rng)
