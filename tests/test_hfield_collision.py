@@ -211,6 +211,7 @@ def test_hfield_acceptance():
         HFIELD_FILE.write_text("\n".join(lines) + "\n")
 
 
+@pytest.mark.acceptance  # ~85 s of compile for one pair type: kept out of the CI tier
 def test_hfield_grad_finite():
     """Finite gradients of height-field contacts: a box resting on the terrain, touching and
     slightly sunk, besides check_grad_finite's coincident and aligned states."""
