@@ -426,10 +426,11 @@ def test_grad_dist_finite_all_pairs(name):
     check_grad_finite(name)
 
 
-def check_grad_finite(name, mjm=None, extra_states=()):
+def check_grad_finite(name, mjm=None, extra_states=(), base_states=True):
     """jax.grad of the contacts' dist, pos and frame w.r.t. qpos is finite at the states of
-    ``_grad_states`` (coincident centers, aligned poses) and ``extra_states``; ``mjm`` defaults
-    to the pair model of ``PAIR_XML[name]``."""
+    ``_grad_states`` (coincident centers, aligned poses; unless ``base_states`` is False, for
+    models that are not two bodies or a plane and a body) and ``extra_states``; ``mjm``
+    defaults to the pair model of ``PAIR_XML[name]``."""
     from mjx_lite import smooth
 
     mjm = pair_model(*PAIR_XML[name]) if mjm is None else mjm
@@ -442,7 +443,8 @@ def check_grad_finite(name, mjm=None, extra_states=()):
         c = collision(m, smooth.kinematics(m, d.replace(qpos=q))).contact
         return jp.sum(jp.where(c.valid, c.dist, 0.0) + c.pos.sum(-1) + c.frame.sum((-1, -2)))
 
-    qs = jp.asarray(np.stack(list(_grad_states(mjm)) + list(extra_states)))
+    base = list(_grad_states(mjm)) if base_states else []
+    qs = jp.asarray(np.stack(base + list(extra_states)))
     grads = jax.jit(jax.vmap(jax.grad(total)))(qs)
     assert np.all(np.isfinite(np.asarray(grads))), (name, np.asarray(grads))
 

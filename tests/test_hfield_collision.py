@@ -214,7 +214,7 @@ def test_hfield_acceptance():
 @pytest.mark.acceptance  # ~85 s of compile for one pair type: kept out of the CI tier
 def test_hfield_grad_finite():
     """Finite gradients of height-field contacts: a box resting on the terrain, touching and
-    slightly sunk, besides check_grad_finite's coincident and aligned states."""
+    slightly sunk, and with its center below the surface."""
     mjm = hfield_model("box")
     extra = []
     for h in (0.0, -0.01):
@@ -222,27 +222,4 @@ def test_hfield_grad_finite():
         q[:3] = [0.3, -0.2, 0.3 + mjm.geom_size[1][2] + h]
         extra.append(q)
     extra.append(np.array([0.3, -0.2, 0.3, 1.0, 0, 0, 0]))  # center below the surface
-    _grad_finite(mjm, extra)
-
-
-def _grad_finite(mjm, states):
-    """check_grad_finite's gradient check on ``states`` alone (its own degenerate states
-    assume two bodies or a plane)."""
-    import jax
-    import jax.numpy as jp
-    import mujoco
-
-    from mjx_lite import interop, smooth
-    from mjx_lite.collision.driver import collision
-
-    m = interop.model_from_mujoco(mjm)
-    mjd = mujoco.MjData(mjm)
-    mujoco.mj_forward(mjm, mjd)
-    d = interop.data_from_mujoco(mjm, mjd, m)
-
-    def total(q):
-        c = collision(m, smooth.kinematics(m, d.replace(qpos=q))).contact
-        return jp.sum(jp.where(c.valid, c.dist, 0.0) + c.pos.sum(-1) + c.frame.sum((-1, -2)))
-
-    grads = jax.jit(jax.vmap(jax.grad(total)))(jp.asarray(np.stack(states)))
-    assert np.all(np.isfinite(np.asarray(grads))), np.asarray(grads)
+    tc.check_grad_finite("hfield_box", mjm, extra, base_states=False)
