@@ -62,12 +62,14 @@ def _stages(loop: str) -> list:
     ]
 
 
-def _compile(fn, *args) -> tuple[float, float]:
+def _compile(fn, *args) -> tuple[float, float, float]:
+    """Seconds to lower, and wall and CPU seconds to compile (CPU time of this process: the
+    steadier figure on a shared machine)."""
     t0 = time.perf_counter()
     lowered = jax.jit(fn).lower(*args)
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     lowered.compile()
-    return t1 - t0, time.perf_counter() - t1
+    return t1 - t0, time.perf_counter() - t1, time.process_time() - c1
 
 
 def rollout(step, nsteps: int):
@@ -99,7 +101,8 @@ def main(argv=None) -> None:
     d = jax.jit(functools.partial(mjx_lite.forward, loop=args.loop))(m, mjx_lite.make_data(m))
     print(f"{args.model}: nbody {m.nbody} nv {m.nv} ngeom {m.ngeom} integrator "
           f"{m.opt.integrator!r} solver {m.opt.solver!r} loop {args.loop!r}")
-    print(f"{'stage':18s} {'eqns':>7s} {'lower s':>8s} {'compile s':>9s}", flush=True)
+    print(f"{'stage':18s} {'eqns':>7s} {'lower s':>8s} {'compile s':>9s} {'(cpu s)':>8s}",
+          flush=True)
     step = None
     for name, fn in _stages(args.loop):
         step = fn if name == "step" else step
@@ -108,8 +111,8 @@ def main(argv=None) -> None:
         counts = count_eqns(jax.make_jaxpr(fn)(m, d).jaxpr)
         line = f"{name:18s} {sum(counts.values()):7d}"
         if not args.no_compile:
-            lo, co = _compile(fn, m, d)
-            line += f" {lo:8.1f} {co:9.1f}"
+            lo, co, cpu = _compile(fn, m, d)
+            line += f" {lo:8.1f} {co:9.1f} {cpu:8.1f}"
         print(line, flush=True)
         if name in args.prims:
             print("   ", ", ".join(f"{k} {v}" for k, v in counts.most_common(12)))
@@ -119,8 +122,8 @@ def main(argv=None) -> None:
         counts = count_eqns(jax.make_jaxpr(fn)(m, db).jaxpr)
         line = f"{'rollout':18s} {sum(counts.values()):7d}"
         if not args.no_compile:
-            lo, co = _compile(fn, m, db)
-            line += f" {lo:8.1f} {co:9.1f}"
+            lo, co, cpu = _compile(fn, m, db)
+            line += f" {lo:8.1f} {co:9.1f} {cpu:8.1f}"
         print(line + f"   (vmap {args.batch} x scan {args.steps} of step)", flush=True)
 
 

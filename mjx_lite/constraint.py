@@ -575,8 +575,8 @@ def _point_acc(m: Model, d: Data, bias, point, body):
     r = point - d.subtree_com[root]
     w, v = d.cvel[body, :3], d.cvel[body, 3:]
     al, a = bias[body, :3], bias[body, 3:]
-    vp = v + jp.cross(w, r)
-    return a + jp.cross(al, r) + jp.cross(w, vp)
+    vp = v + math.cross(w, r)
+    return a + math.cross(al, r) + math.cross(w, vp)
 
 
 def _eq_jdot_v(m: Model, d: Data, p: RowPlan) -> jax.Array:

@@ -343,8 +343,8 @@ def _dexp_inv(x, y):
     half = 0.5 * th
     c = jp.where(small, 1.0 / 12.0 + th2 / 720.0,
                  (1.0 - half * jp.cos(half) / jp.sin(half)) / jp.where(small, 1.0, th2))
-    xy = jp.cross(x, y)
-    return y - 0.5 * xy + c * jp.cross(x, xy)
+    xy = math.cross(x, y)
+    return y - 0.5 * xy + c * math.cross(x, xy)
 
 
 def _rk4(m: Model, d: Data, loop: str, adjoint: str) -> Data:

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite import tree
+from mjx_lite import math, tree
 from mjx_lite.types import Data, DisableBit, GeomType, JointType, Model, TrnType
 
 _MINVAL = 1e-15  # mjMINVAL
@@ -35,7 +35,7 @@ def apply_ft(m: Model, d: Data, force, torque, point, body) -> jax.Array:
     mask = tree.body_dof_mask(m)[body]  # (k, nv)
     com = d.subtree_com[np.asarray(m.body_rootid)[body]]
     # the wrench about the tree's com, where cdof is expressed: (a x r) . f = a . (r x f)
-    wrench = jp.concatenate([torque + jp.cross(point - com, force), force], axis=-1)
+    wrench = jp.concatenate([torque + math.cross(point - com, force), force], axis=-1)
     return jp.sum(jp.where(mask, wrench @ d.cdof.T, 0.0), axis=0)
 
 
@@ -48,7 +48,7 @@ def object_velocity(m: Model, d: Data, body, point, rot) -> tuple[jax.Array, jax
     body = np.asarray(body, dtype=int)
     cvel = d.cvel[body]
     com = d.subtree_com[np.asarray(m.body_rootid)[body]]
-    lin = cvel[:, 3:] - jp.cross(point - com, cvel[:, :3])
+    lin = cvel[:, 3:] - math.cross(point - com, cvel[:, :3])
     rot_t = jp.swapaxes(rot, -1, -2)
     return jp.einsum("kij,kj->ki", rot_t, cvel[:, :3]), jp.einsum("kij,kj->ki", rot_t, lin)
 
@@ -64,7 +64,7 @@ def quat_sub(qa, qb):
     w1, v1 = qb[..., :1], -qb[..., 1:]  # conjugate of qb
     w2, v2 = qa[..., :1], qa[..., 1:]
     w = w1 * w2 - jp.sum(v1 * v2, axis=-1, keepdims=True)
-    v = w1 * v2 + w2 * v1 + jp.cross(v1, v2)
+    v = w1 * v2 + w2 * v1 + math.cross(v1, v2)
     s = _safe_norm(v)[..., None]
     w = w[..., :]
     angle = 2.0 * jp.arctan2(s, w)
@@ -218,8 +218,8 @@ def _ellipsoid_fluid(m: Model, d: Data, geoms: np.ndarray) -> jax.Array:
     # added mass (potential flow, velocity part only)
     lin_mom = rho * vmass * v
     ang_mom = rho * vinertia * w
-    torque = jp.cross(lin_mom, v) + jp.cross(ang_mom, w)
-    force = jp.cross(lin_mom, w)
+    torque = math.cross(lin_mom, v) + math.cross(ang_mom, w)
+    force = math.cross(lin_mom, w)
 
     s0, s1, s2 = s[:, 0], s[:, 1], s[:, 2]
     volume = 4.0 / 3.0 * jp.pi * s0 * s1 * s2
@@ -239,9 +239,9 @@ def _ellipsoid_fluid(m: Model, d: Data, geoms: np.ndarray) -> jax.Array:
     nnorm = _safe_norm(normal)
     cos_alpha = jp.sum(normal * v, axis=1) / jp.maximum(_MINVAL, speed * nnorm)
     nhat = normal / jp.where(nnorm > _MINVAL, nnorm, 1.0)[:, None]
-    circ = jp.cross(nhat, v) * (kutta * rho * cos_alpha * a_proj)[:, None]
-    force = force + jp.cross(circ, v)
-    force = force + (magnus * rho * volume)[:, None] * jp.cross(w, v)
+    circ = math.cross(nhat, v) * (kutta * rho * cos_alpha * a_proj)[:, None]
+    force = force + math.cross(circ, v)
+    force = force + (magnus * rho * volume)[:, None] * math.cross(w, v)
 
     r_d = (s0 + s1 + s2) / 3.0
     drag = beta * 6.0 * jp.pi * r_d + rho * speed * (blunt * a_proj + slender * (a_max - a_proj))

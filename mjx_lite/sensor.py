@@ -532,7 +532,7 @@ def _contact_sensors(m: Model, d: Data, ids: np.ndarray) -> list[jax.Array]:
             total = jp.sum(weight)
             point = jp.sum(weight[:, None] * pos, axis=0) / jp.maximum(total, 1e-15)
             fj = jp.einsum("kji,kj->ki", frame, w[:, :3])
-            tj = jp.einsum("kji,kj->ki", frame, w[:, 3:]) + jp.cross(pos - point, fj)
+            tj = jp.einsum("kji,kj->ki", frame, w[:, 3:]) + math.cross(pos - point, fj)
             val = {0: nmatch[None], 1: jp.sum(fj, axis=0), 2: jp.sum(tj, axis=0),
                    3: jp.zeros(1, dtype), 4: point, 5: jp.eye(3, dtype=dtype)[0],
                    6: jp.eye(3, dtype=dtype)[1]}
@@ -708,7 +708,7 @@ def _frame_vel_sensors(m: Model, d: Data, stype: int, ids: np.ndarray) -> jax.Ar
     rvel = _object_velocity(m, d, rpos, rbody)
     if stype == S.FRAMELINVEL:
         # velocity relative to the (rotating) reference frame, in its coordinates
-        rel = lin - rvel[:, 3:] - jp.cross(rvel[:, :3], pos - rpos)
+        rel = lin - rvel[:, 3:] - math.cross(rvel[:, :3], pos - rpos)
         return jp.where(has_ref[:, None], jp.einsum("kji,kj->ki", rmat, rel), lin)
     rel = jp.einsum("kji,kj->ki", rmat, ang - rvel[:, :3])
     return jp.where(has_ref[:, None], rel, ang)
@@ -781,7 +781,7 @@ def _object_acc(m: Model, d: Data, cacc: jax.Array, pos: jax.Array, body: np.nda
     root = np.asarray(m.body_rootid)[body]
     vel = math.transform_motion(d.cvel[body], pos, d.subtree_com[root])
     acc = math.transform_motion(cacc[body], pos, d.subtree_com[root])
-    return acc.at[:, 3:].add(jp.cross(vel[:, :3], vel[:, 3:]))
+    return acc.at[:, 3:].add(math.cross(vel[:, :3], vel[:, 3:]))
 
 
 def _touch(m: Model, d: Data, ids: np.ndarray) -> jax.Array:

@@ -167,8 +167,8 @@ def _target_frame(pos: jax.Array, target: jax.Array) -> jax.Array:
     """Camera frame looking from ``pos`` at ``target`` with x orthogonal to world z."""
     z = math.normalize(pos - target)
     up = jp.broadcast_to(jp.array([0.0, 0.0, 1.0], dtype=pos.dtype), z.shape)
-    x = math.normalize(jp.cross(up, z))
-    y = math.normalize(jp.cross(z, x))
+    x = math.normalize(math.cross(up, z))
+    y = math.normalize(math.cross(z, x))
     return jp.stack([x, y, z], axis=-1)
 
 
@@ -244,7 +244,7 @@ def com_pos(m: Model, d: Data) -> Data:
     is_lin = (jtype == JointType.SLIDE) | ((jtype == JointType.FREE) & (k < 3))
     ang = jp.where(is_lin[:, None], 0.0, ang)
     lin_free = jp.asarray(np.eye(3)[np.clip(k, 0, 2)], dtype=dtype)
-    lin = jp.cross(ang, offset)
+    lin = math.cross(ang, offset)
     lin = jp.where((jtype == JointType.SLIDE)[:, None], d.xaxis[jnt], lin)
     lin = jp.where(((jtype == JointType.FREE) & (k < 3))[:, None], lin_free, lin)
     cdof = jp.concatenate([ang, lin], axis=-1).reshape(m.nv, 6)
@@ -395,7 +395,7 @@ def jac(m: Model, d: Data, point: jax.Array, body_id) -> tuple[jax.Array, jax.Ar
     root = jp.asarray(np.asarray(m.body_rootid))[body_id]
     offset = point - d.subtree_com[root]
     ang = d.cdof[:, :3]
-    lin = d.cdof[:, 3:] + jp.cross(ang, offset[..., None, :])
+    lin = d.cdof[:, 3:] + math.cross(ang, offset[..., None, :])
     jacp = jp.where(mask[..., :, None], lin, 0.0)
     jacr = jp.where(mask[..., :, None], ang, 0.0)
     return jp.swapaxes(jacp, -1, -2), jp.swapaxes(jacr, -1, -2)
@@ -488,7 +488,7 @@ def transmission(m: Model, d: Data) -> Data:
         # the length is measured in the ref frame, so the ref frame's rotation counts too:
         # d(R' v)/dq = R' (dv/dq - w x v)
         dvec = d.site_xpos[s] - d.site_xpos[r]
-        rot_term = jp.swapaxes(jp.cross(jp.swapaxes(jrr, -1, -2), dvec[:, None, :]), -1, -2)
+        rot_term = jp.swapaxes(math.cross(jp.swapaxes(jrr, -1, -2), dvec[:, None, :]), -1, -2)
         jdiff = jps - jpr - rot_term
         mom = jp.einsum("aiv,ai->av", jdiff, wf) + jp.einsum("aiv,ai->av", jrs - jrr, wt)
         length = length.at[a].set(ln)
@@ -512,7 +512,7 @@ def transmission(m: Model, d: Data) -> Data:
         jps, _ = jac(m, d, d.site_xpos[s], np.asarray(m.site_bodyid)[s])
         jpl, jrl = jac(m, d, d.site_xpos[sl], np.asarray(m.site_bodyid)[sl])
         # d(axis)/dq: rotational Jacobian columns crossed with the axis
-        jaxis = jp.cross(jp.swapaxes(jrl, -1, -2), axis[:, None, :])  # (a, nv, 3)
+        jaxis = math.cross(jp.swapaxes(jrl, -1, -2), axis[:, None, :])  # (a, nv, 3)
         mom = jp.einsum("avi,ai->av", jaxis, dlda) + jp.einsum("aiv,ai->av", jps - jpl, dldv)
         length = length.at[a].set(ln * gear[a, 0])
         moment = moment.at[a].set(mom * gear[a, :1])
@@ -610,11 +610,11 @@ def subtree_vel(m: Model, d: Data) -> Data:
     # body's translational momentum about its subtree com
     dx = d.xipos - d.subtree_com
     dp = (bvel[:, 3:] - linvel) * mass[:, None]
-    own = own + jp.where((np.arange(m.nbody) > 0)[:, None], jp.cross(dx, dp), 0.0)
+    own = own + jp.where((np.arange(m.nbody) > 0)[:, None], math.cross(dx, dp), 0.0)
     # each child subtree's momentum about the parent's subtree com
     dxc = d.subtree_com - d.subtree_com[parent]
     dvc = (linvel - linvel[parent]) * smass[:, None]
-    extra = jp.cross(dxc, dvc).at[0].set(0.0)
+    extra = math.cross(dxc, dvc).at[0].set(0.0)
     own = own + jax.ops.segment_sum(extra, parent, num_segments=m.nbody)
     angmom = tree.scan_up(m, own)
     return d.replace(subtree_linvel=linvel, subtree_angmom=angmom)

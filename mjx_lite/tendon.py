@@ -315,15 +315,15 @@ def wrap(x0, x1, xpos, xmat, radius, is_sphere, side, has_side):
 
     # sphere: plane through the center and both ends; cylinder: the local xy plane
     ax0 = _normalize_or_x(p0)
-    normal = jp.cross(p0, p1)
+    normal = math.cross(p0, p1)
     nrm = math.safe_norm(normal)
     absx = jp.abs(ax0)
     imax = jp.where((absx[:, 1] > absx[:, 0]) & (absx[:, 1] > absx[:, 2]), 1, 0)
     imax = jp.where((absx[:, 2] > absx[:, 0]) & (absx[:, 2] > absx[:, 1]), 2, imax)
     alt = 1.0 - jax.nn.one_hot(imax, 3, dtype=dtype)
-    normal = jp.where((nrm < math.MINVAL)[:, None], jp.cross(ax0, alt), normal)
+    normal = jp.where((nrm < math.MINVAL)[:, None], math.cross(ax0, alt), normal)
     normal = _normalize_or_x(normal)
-    ax1 = _normalize_or_x(jp.cross(normal, ax0))
+    ax1 = _normalize_or_x(math.cross(normal, ax0))
     sph = is_sphere[:, None]
     ax0 = jp.where(sph, ax0, jp.array([1.0, 0.0, 0.0], dtype))
     ax1 = jp.where(sph, ax1, jp.array([0.0, 1.0, 0.0], dtype))

@@ -95,7 +95,7 @@ def _solve_batch(g, rhs):
                         jp.stack([-g[:, 1, 0], g[:, 0, 0]], -1)], -2)
     else:
         r0, r1, r2 = g[:, 0], g[:, 1], g[:, 2]
-        adj = jp.stack([jp.cross(r1, r2), jp.cross(r2, r0), jp.cross(r0, r1)], -1)
+        adj = jp.stack([math.cross(r1, r2), math.cross(r2, r0), math.cross(r0, r1)], -1)
         det = jp.sum(r0 * adj[:, :, 0], -1)
     scale = jp.prod(jp.diagonal(g, axis1=-2, axis2=-1), -1) + MINVAL
     ok = jp.abs(det) > 1e-12 * scale
@@ -184,7 +184,7 @@ def _gjk(sup, v0):
 
 def _face_data(W, faces, fvalid):
     a, b, c = W[faces[:, 0]], W[faces[:, 1]], W[faces[:, 2]]
-    n = jp.cross(b - a, c - a)
+    n = math.cross(b - a, c - a)
     nn = math.safe_norm(n, keepdims=True)
     ok = fvalid & (nn[:, 0] > MINVAL)
     n = n / jp.where(nn > MINVAL, nn, 1.0)
@@ -201,7 +201,7 @@ def _epa_polytope(sup, P, PA, PB):
     W = jp.zeros((nv, 3), dt).at[:4].set(P)
     WA = jp.zeros((nv, 3), dt).at[:4].set(PA)
     WB = jp.zeros((nv, 3), dt).at[:4].set(PB)
-    flip = jp.dot(jp.cross(P[1] - P[0], P[2] - P[0]), P[3] - P[0]) > 0
+    flip = jp.dot(math.cross(P[1] - P[0], P[2] - P[0]), P[3] - P[0]) > 0
     base = jp.array([[0, 1, 2], [0, 3, 1], [0, 2, 3], [1, 3, 2]], jp.int32)
     base = jp.where(flip, base[:, jp.array([0, 2, 1])], base)
     faces = jp.zeros((nf, 3), jp.int32).at[:4].set(base)

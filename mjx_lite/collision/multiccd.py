@@ -109,7 +109,7 @@ def _side_planes(face, cnt, normal):
     K = face.shape[0]
     k = jp.arange(K)
     nxt = face[jp.where(k + 1 < cnt, k + 1, 0)]
-    side = jp.cross(nxt - face, normal)
+    side = math.cross(nxt - face, normal)
     kmask = k < cnt
     center = jp.sum(jp.where(kmask[:, None], face, 0.0), 0) / jp.maximum(cnt, 1)
     flip = jp.sum((center - face) * side, -1) > 0
@@ -171,7 +171,7 @@ def clip_segment(face, cnt, normal, a, b):
 def _area4(p):
     """Area of quadrilaterals p (..., 4, 3) from their diagonals."""
     a, b, c, d = p[..., 0, :], p[..., 1, :], p[..., 2, :], p[..., 3, :]
-    g = jp.cross(d - a, b - d) + jp.cross(c - b, a - c)
+    g = math.cross(d - a, b - d) + math.cross(c - b, a - c)
     return 0.5 * math.safe_norm(g, axis=-1)
 
 

@@ -106,7 +106,7 @@ def plane_cylinder(pos1, mat1, size1, pos2, mat2, size2, margin):
     d2 = dist0 - prjaxis + prjvec
     d3 = dist0 + prjaxis - 0.5 * prjvec
     # the two extra points of the triangle inscribed in the near disk
-    side, _ = normalize_mj(jp.cross(vec, axis))
+    side, _ = normalize_mj(math.cross(vec, axis))
     side = side * size2[0] * jp.sqrt(3.0) / 2
     base = pos2 + axis - 0.5 * vec
     cand = jp.stack([pos2 + vec + axis, pos2 + vec - axis, base + side, base - side])
@@ -146,7 +146,7 @@ def _sphere_sphere(pos1, mat1, r1, pos2, mat2, r2, margin):
     valid = sq <= bound * bound
     normal, length = normalize_mj(dif)
     # coincident centers: the normal is the cross product of the z axes (or x)
-    alt, _ = normalize_mj(jp.cross(mat1[:, 2], mat2[:, 2]))
+    alt, _ = normalize_mj(math.cross(mat1[:, 2], mat2[:, 2]))
     normal = jp.where(length < MINVAL, alt, normal)
     dist = length - r1 - r2
     pos = pos1 + normal * (r1 + 0.5 * dist)

@@ -88,7 +88,7 @@ def make_frame(normal: jax.Array, tangent: jax.Array) -> jax.Array:
     ez = jp.zeros_like(normal).at[..., 2].set(1.0)
     t = jp.where(unset, jp.where(near_y, ey, ez), tangent)
     t = normalize3(t - normal * jp.sum(normal * t, -1, keepdims=True))
-    return jp.stack([normal, t, jp.cross(normal, t)], axis=-2)
+    return jp.stack([normal, t, math.cross(normal, t)], axis=-2)
 
 
 def normalize3(v: jax.Array) -> jax.Array:
