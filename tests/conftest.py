@@ -21,8 +21,8 @@ jax.config.update("jax_enable_x64", True)
 # JAX_COMPILATION_CACHE_DIR=off runs without it: jax 0.10's cache write has crashed (SIGSEGV or
 # abort in put_executable_and_time) in hour-long acceptance runs sharing a busy machine.
 _CACHE_DIR = os.environ.get("JAX_COMPILATION_CACHE_DIR", str(REPO_ROOT / ".jax_cache"))
-if _CACHE_DIR != "off":
-    jax.config.update("jax_compilation_cache_dir", _CACHE_DIR)
+# (JAX reads the variable itself too, so "off" is undone explicitly)
+jax.config.update("jax_compilation_cache_dir", None if _CACHE_DIR == "off" else _CACHE_DIR)
 # Cache every program: the test suite is many small jits, each below the 1 s default threshold.
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
