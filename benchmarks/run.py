@@ -23,6 +23,8 @@ import time
 
 import jax
 
+from mjx_lite.types import SolverType
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 _FLAG_BITS = {"constraint": 1, "equality": 2, "frictionloss": 4, "limit": 8, "contact": 16,
               "spring": 32, "damper": 64, "gravity": 128}
@@ -103,6 +105,8 @@ def bench_mjx_lite(path, disable: int, batches, nsteps: int, loop: str) -> dict:
     m = mjx_lite.load_model(path)
     compile_s = time.perf_counter() - t0
     m = m.replace(opt=m.opt.replace(disableflags=m.opt.disableflags | disable))
+    if m.opt.solver == SolverType.PGS:  # MJX has no PGS: every engine runs Newton
+        m = m.replace(opt=m.opt.replace(solver=SolverType.NEWTON))
     d = mjx_lite.make_data(m)
     out = {"load_s": compile_s}
     fn = _rollout_fn(functools.partial(mjx_lite.step, loop=loop), nsteps)
@@ -126,6 +130,7 @@ def bench_mjx(path, disable: int, batches, nsteps: int) -> dict:
     mjm = mujoco.MjModel.from_xml_path(str(path))
     out = {"load_s": time.perf_counter() - t0}
     mjm.opt.disableflags |= disable
+    _newton_for_pgs(mjm)
     try:
         m = mjx.put_model(mjm)
         d = mjx.make_data(m)
@@ -146,11 +151,20 @@ def bench_mjx(path, disable: int, batches, nsteps: int) -> dict:
     return out
 
 
+def _newton_for_pgs(mjm) -> None:
+    """A model that asks for PGS runs Newton on every engine: MJX has no PGS."""
+    import mujoco
+
+    if mjm.opt.solver == mujoco.mjtSolver.mjSOL_PGS:
+        mjm.opt.solver = mujoco.mjtSolver.mjSOL_NEWTON
+
+
 def bench_mujoco_c(path, disable: int, nsteps: int) -> dict:
     import mujoco
 
     mjm = mujoco.MjModel.from_xml_path(str(path))
     mjm.opt.disableflags |= disable
+    _newton_for_pgs(mjm)
     mjd = mujoco.MjData(mjm)
     n = max(nsteps * 20, 1000)
     t0 = time.perf_counter()
@@ -212,7 +226,8 @@ def main(argv=None) -> None:
     header = (f"device: {device.platform} ({device.device_kind}), {os.cpu_count()} cpus, "
               f"{platform.processor() or platform.machine()}; dtype "
               f"{'float64' if args.x64 else 'float32'}; disabled: {args.disable or 'none'}; "
-              f"{args.steps} steps per rollout; mjx_lite solver loop {args.loop!r}; "
+              f"{args.steps} steps per rollout; mjx_lite solver loop {args.loop!r}; models "
+              f"that ask for PGS run Newton on every engine (MJX has no PGS); "
               f"residual = |M qacc - qfrc_smooth - J'f| / trace(M) at the final state of "
               f"batch member 0 (mjx_lite's constraint model)")
     lines = [header, "", "| model | engine | load s | batch | jit s | steps/s | "
