@@ -194,13 +194,14 @@ def forward_checked(m: Model, d: Data, fwd) -> Data:
         return check_acc(m, fwd(m, d), fwd)
 
     def body(carry):
-        x, _, n = carry
+        _, n = carry
+        # the input (d, then the reset state) is rebuilt from constants, not carried
         x = jax.tree.map(lambda r, a: jp.where(n == 1, r, a),
-                         reset_data(m, x, WARN_BADQACC), x)
-        return x, fwd(m, x), n + 1
+                         reset_data(m, d, WARN_BADQACC), d)
+        return fwd(m, x), n + 1
 
     def cond(carry):
-        _, out, n = carry
+        out, n = carry
         return (n == 0) | ((n == 1) & is_bad(out.qacc))
 
-    return jax.lax.while_loop(cond, body, (d, d, jp.zeros((), jp.int32)))[1]
+    return jax.lax.while_loop(cond, body, (d, jp.zeros((), jp.int32)))[0]
