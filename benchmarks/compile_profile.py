@@ -72,6 +72,19 @@ def _compile(fn, *args) -> tuple[float, float, float]:
     return t1 - t0, time.perf_counter() - t1, time.process_time() - c1
 
 
+def _runtime_us(fn, m, d, reps: int = 100) -> float:
+    """Microseconds per call of ``fn(m, d)``: a jitted scan of ``reps`` calls fed back."""
+    run = jax.jit(lambda m, d: jax.lax.scan(lambda d, _: (fn(m, d), None), d, None,
+                                            length=reps)[0])
+    jax.block_until_ready(run(m, d))
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        jax.block_until_ready(run(m, d))
+        best = min(best, time.perf_counter() - t0)
+    return best / reps * 1e6
+
+
 def rollout(step, nsteps: int):
     """vmap over Data of an nsteps lax.scan of step (as benchmarks/run.py times it)."""
 
@@ -92,6 +105,9 @@ def main(argv=None) -> None:
     parser.add_argument("--prims", nargs="*", default=[],
                         help="stages whose op counts are broken down by primitive")
     parser.add_argument("--x64", action="store_true")
+    parser.add_argument("--runtime", action="store_true",
+                        help="also microseconds per call of each stage, batch 1 (a scan of "
+                             "100 calls, so dispatch overhead is not counted)")
     args = parser.parse_args(argv)
     if args.x64:
         jax.config.update("jax_enable_x64", True)
@@ -113,6 +129,8 @@ def main(argv=None) -> None:
         if not args.no_compile:
             lo, co, cpu = _compile(fn, m, d)
             line += f" {lo:8.1f} {co:9.1f} {cpu:8.1f}"
+        if args.runtime:
+            line += f" {_runtime_us(fn, m, d):9.1f} us"
         print(line, flush=True)
         if name in args.prims:
             print("   ", ", ".join(f"{k} {v}" for k, v in counts.most_common(12)))

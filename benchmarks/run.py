@@ -122,32 +122,73 @@ def bench_mjx_lite(path, disable: int, batches, nsteps: int, loop: str) -> dict:
     return out
 
 
-def bench_mjx(path, disable: int, batches, nsteps: int) -> dict:
+def _mjx_batch(path, disable: int, batch: int, nsteps: int, x64: bool) -> dict:
+    """One MJX batch size (run in a child process, see ``bench_mjx``)."""
     import mujoco
+    import numpy as np
     from mujoco import mjx
 
-    t0 = time.perf_counter()
+    if x64:
+        jax.config.update("jax_enable_x64", True)
     mjm = mujoco.MjModel.from_xml_path(str(path))
-    out = {"load_s": time.perf_counter() - t0}
     mjm.opt.disableflags |= disable
     _newton_for_pgs(mjm)
     try:
         m = mjx.put_model(mjm)
         d = mjx.make_data(m)
     except Exception as e:  # noqa: BLE001 - MJX rejects some features; report, don't crash
-        return {"error": f"{type(e).__name__}: {e}"[:120], **out}
+        return {"model_error": f"{type(e).__name__}: {e}"[:120]}
     fn = _rollout_fn(mjx.step, nsteps)
-    for b in batches:
-        db = _batch(d, b, jax.random.key(0))
+    db = _batch(d, batch, jax.random.key(0))
+    try:
+        _, jit_s = _time(fn, m, db)
+        final, run_s = _time(fn, m, db)
+    except Exception as e:  # noqa: BLE001
+        return {"error": f"{type(e).__name__}"}
+    return {"jit_s": jit_s - run_s, "steps_per_s": batch * nsteps / run_s,
+            "niter": float(final._impl.solver_niter.mean()),
+            "state": tuple(np.asarray(x[0]) for x in
+                           (final.qpos, final.qvel, final.ctrl, final.qacc))}
+
+
+def _child(queue, fn, args):
+    queue.put(fn(*args))
+
+
+def _in_child(fn, args, timeout_s: float, tries: int = 2) -> dict:
+    """``fn(*args)`` in a fresh process, retried once if it gives no answer in ``timeout_s``:
+    XLA's CPU runtime deadlocks now and then in MJX's humanoid at batch 1024 (0 % CPU, never
+    returns; measured on jax 0.10.2), which would otherwise hang the whole run."""
+    import multiprocessing as mp
+    import queue as queue_mod
+
+    ctx = mp.get_context("spawn")
+    for _ in range(tries):
+        q = ctx.Queue()
+        proc = ctx.Process(target=_child, args=(q, fn, args))
+        proc.start()
         try:
-            _, jit_s = _time(fn, m, db)
-            final, run_s = _time(fn, m, db)
-        except Exception as e:  # noqa: BLE001
-            out[b] = {"error": f"{type(e).__name__}"}
-            continue
-        out[b] = {"jit_s": jit_s - run_s, "steps_per_s": b * nsteps / run_s,
-                  "niter": float(final._impl.solver_niter.mean()),
-                  "state": (final.qpos[0], final.qvel[0], final.ctrl[0], final.qacc[0])}
+            out = q.get(timeout=timeout_s)
+        except queue_mod.Empty:
+            out = {"error": f"no result in {timeout_s:.0f} s (hung)"}
+        proc.kill()
+        proc.join()
+        if "hung" not in out.get("error", ""):
+            return out
+    return out
+
+
+def bench_mjx(path, disable: int, batches, nsteps: int, x64: bool = False) -> dict:
+    import mujoco
+
+    t0 = time.perf_counter()
+    mujoco.MjModel.from_xml_path(str(path))
+    out = {"load_s": time.perf_counter() - t0}
+    for b in batches:
+        r = _in_child(_mjx_batch, (path, disable, b, nsteps, x64), timeout_s=600)
+        if "model_error" in r:
+            return {"error": r["model_error"], **out}
+        out[b] = r
     return out
 
 
@@ -240,7 +281,7 @@ def main(argv=None) -> None:
                                               args.loop)}
         ours = results["mjx_lite"].pop("model")
         if not args.no_mjx:
-            results["MJX"] = bench_mjx(path, disable, args.batches, args.steps)
+            results["MJX"] = bench_mjx(path, disable, args.batches, args.steps, args.x64)
             for b in args.batches:
                 r = results["MJX"].get(b, {})
                 if "state" in r:
