@@ -363,7 +363,7 @@ def _rk4(m: Model, d: Data, loop: str, adjoint: str) -> Data:
     x0 = d
 
     def stage(carry, i):
-        ks, accs, actds = carry  # (4, nv), (4, nv), (4, na); rows > i are zero
+        ks, accs, actds, _ = carry  # (4, nv), (4, nv), (4, na); rows > i are zero
         dvel = a[i] @ ks[:3]
         di = x0.replace(
             qpos=integrate_pos(m, x0.qpos, dvel, h),
@@ -378,12 +378,13 @@ def _rk4(m: Model, d: Data, loop: str, adjoint: str) -> Data:
         ks = ks.at[i + 1].set(k)
         accs = accs.at[i + 1].set(di.qacc)
         actds = actds.at[i + 1].set(di.act_dot)
-        return (ks, accs, actds), di
+        return (ks, accs, actds, di), None
 
     first = lambda x: jp.zeros((4,) + x.shape, x.dtype).at[0].set(x)  # noqa: E731
-    init = (first(d.qvel), first(d.qacc), first(d.act_dot))
-    (ks, accs, actds), stages = jax.lax.scan(stage, init, jp.arange(3))
-    last = jax.tree.map(lambda x: x[-1], stages)
+    # the last stage's Data rides in the carry (stacking every stage's Data as scan output
+    # would write three copies of it)
+    init = (first(d.qvel), first(d.qacc), first(d.act_dot), d)
+    (ks, accs, actds, last), _ = jax.lax.scan(stage, init, jp.arange(3))
     b = jp.asarray(_RK4_B, d.qpos.dtype)
     dvel, dacc, dact = b @ ks, b @ accs, b @ actds
     # restore the initial state, then advance it with the weighted derivatives
@@ -410,7 +411,7 @@ def integrate(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll"
 def step(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") -> Data:
     """One simulation step (mj_step): divergence checks of qpos and qvel, forward, the check
     of qacc (a reset runs forward again on the reset state), then integrate."""
-    d = support.check_vel(m, support.check_pos(m, d))
+    d = support.check_pos_vel(m, d)
 
     def fwd(m, d):
         return forward(m, d, loop=loop, adjoint=adjoint)

@@ -11,8 +11,8 @@ from mjx_lite.smooth import jac, mul_m, solve_m
 from mjx_lite.types import Data, DisableBit, Model, ObjType
 
 __all__ = [
-    "check_acc", "check_pos", "check_vel", "contact_force", "forward_checked", "full_m",
-    "id2name", "is_bad", "jac", "mul_m", "name2id", "reset_where", "solve_m",
+    "check_acc", "check_pos", "check_pos_vel", "check_vel", "contact_force", "forward_checked",
+    "full_m", "id2name", "is_bad", "jac", "mul_m", "name2id", "reset_where", "solve_m",
 ]
 
 # ObjType -> the kind strings of Model.names (interop.NAME_KINDS); XBODY shares body names.
@@ -160,6 +160,23 @@ def check_pos(m: Model, d: Data) -> Data:
 def check_vel(m: Model, d: Data) -> Data:
     """mj_checkVel: a bad qvel counts a BADQVEL warning and resets the Data (autoreset)."""
     return reset_where(m, d, is_bad(d.qvel), WARN_BADQVEL)
+
+
+def check_pos_vel(m: Model, d: Data) -> Data:
+    """``check_vel(m, check_pos(m, d))`` with one select over the Data instead of two: a
+    reset for a bad qpos leaves qvel zero, so at most one of the two resets happens, and the
+    two reset states differ only in which warning counts."""
+    bad_pos, bad_vel = is_bad(d.qpos), is_bad(d.qvel)
+    if m.opt.disableflags & DisableBit.AUTORESET:
+        add = jp.zeros(d.warning_count.shape, jp.int32)
+        add = add.at[WARN_BADQPOS].set(bad_pos.astype(jp.int32))
+        add = add.at[WARN_BADQVEL].set(bad_vel.astype(jp.int32))
+        return d.replace(warning_count=d.warning_count + add)
+    fresh = reset_data(m, d, WARN_BADQPOS)
+    which = jp.where(bad_pos, WARN_BADQPOS, WARN_BADQVEL)
+    fresh = fresh.replace(warning_count=jp.zeros_like(fresh.warning_count).at[which].set(1))
+    bad = bad_pos | bad_vel
+    return jax.tree.map(lambda new, cur: jp.where(bad, new, cur), fresh, d)
 
 
 def check_acc(m: Model, d: Data, reforward) -> Data:

@@ -407,3 +407,26 @@ def test_contact_with_zero_normal_jacobian_keeps_rows():
     mjm, mjd, m, d = setup(xml)
     assert mjd.nefc == 1
     compare_rows(mjm, mjd, d)
+
+
+@pytest.mark.parametrize("autoreset", [True, False])
+def test_check_pos_vel_equals_the_two_checks(autoreset):
+    """step's single-select check equals mj_checkPos then mj_checkVel, bad or not."""
+    from mjx_lite import io, support
+
+    mjm = mujoco.MjModel.from_xml_string(DIVERGE_XML)
+    if not autoreset:
+        mjm.opt.disableflags |= DisableBit.AUTORESET
+    m = interop.model_from_mujoco(mjm)
+    d0 = io.make_data(m).replace(qvel=jp.linspace(0.1, 1.0, m.nv),
+                                 warning_count=jp.arange(8, dtype=jp.int32))
+    for bad_pos, bad_vel in [(False, False), (True, False), (False, True), (True, True)]:
+        d = d0
+        if bad_pos:
+            d = d.replace(qpos=d.qpos.at[0].set(jp.nan))
+        if bad_vel:
+            d = d.replace(qvel=d.qvel.at[1].set(1e11))
+        one = support.check_pos_vel(m, d)
+        two = support.check_vel(m, support.check_pos(m, d))
+        for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(two)):
+            np.testing.assert_array_equal(a, b)
