@@ -26,10 +26,8 @@ box-mesh and mesh-mesh pairs are reproduced to 1e-9 by this model, given the EPA
    0.0954 at 0.05): consistent with no filter or with ``dist <= 2 margin``; not established.
 
 Not covered: more than 4 clipped points (MuJoCo keeps 4; which 4 is not established), a
-few mesh-mesh edge cases (rock-pebble: 3 of 15 states differ by up to 5e-3 in pos), the
-margin filter, and cylinders, whose caps MuJoCo 4.0 treats as 16-sided polygons (measured:
-cap contact points at radius r and multiples of 22.5 degrees; cylinder-box and
-cylinder-cylinder contacts also carry per-point depths).
+few mesh-mesh edge cases (rock-pebble: 3 of 15 states differ by up to 5e-3 in pos) and the
+margin filter. Cylinders and capsules: the second part of this file.
 """
 
 from __future__ import annotations
@@ -148,3 +146,254 @@ def multicontact(mjm, d, n: np.ndarray, margin: float = 0.0):
     dist = (x2 - x1) @ n
     keep = dist <= margin
     return [(float(s), x + n * s / 2) for s, x, k in zip(dist, x1, keep) if k]
+
+
+# ----------------------------------------------------------------------------------------
+# Cylinders and capsules (capsule-cylinder, cylinder-cylinder, cylinder-box; the same rule
+# for capsule-mesh and cylinder-mesh), measured against mujoco 4.0.0 with poses scanned by
+# hand and random near-contact states (tests/test_cylinder_multiccd.py):
+#
+# * A cylinder's cap is the regular 16-gon inscribed in its rim, corner k at angle
+#   k * 22.5 degrees from the local x axis (a capsule lying on the cap at y = 0.02 is clipped
+#   at x = 0.09602 on a radius-0.1 cap, the 16-gon's edge, not the circle's 0.09798), walked
+#   clockwise seen from outside. The cap facing the contact is a candidate face unless the
+#   cylinder touches with its side (|axis . n| < SIDE_EPS). A cylinder's edge is its
+#   generator from the rim point supporting it along n to the other cap; a capsule has no
+#   face, its edge is the generator through its witness point (the segment point closest to
+#   the other geom plus (radius + margin / 2) n). Box faces are walked in MuJoCo's order
+#   (BOX_FACES_C).
+# * geom order: MuJoCo's, by type (capsule < cylinder < box < mesh): geom1 is the capsule
+#   against a cylinder, the cylinder against a box.
+# * face-face: candidate faces whose outward normals face each other with cosine beyond
+#   FACE_TOL = 0.996 (bisected: a box tilted on a wide cylinder cap switches at exactly
+#   cos = 0.9960); clipping, depths and positions as for box-mesh but the frame normal is
+#   -n2 (geom2's face), not the EPA normal (a box tilted 2 degrees on a cap gets contacts
+#   along the box face's normal). More than 4 points: MuJoCo's greedy quadrilateral search
+#   (``quad``), which on symmetric polygons (a cylinder standing fully on a face) picks among
+#   equal areas by rounding: 3 of 9 upright poses kept MuJoCo's corners, so there only
+#   "corners of the same clipped polygon" is checked.
+# * edge-face: an edge lies in a face when |u . n_face| < EDGE_TOL = 0.0888 (a capsule
+#   tilted on a cap: 2 contacts up to sin(tilt) = 0.08880, for radii .01-.03 and lengths
+#   .1-.2). geom1's edge is tried when geom1 does not touch with a face (its candidate face
+#   within FACE_TOL of n), else geom2's when geom2 does not; the first face in MuJoCo's order
+#   with an edge lying in it. Frame normal: the face's normal pointing from geom1 to geom2.
+#   A box edge against a cylinder cap counts only when its ends are at the same depth
+#   within ~1e-6 (MuJoCo's EPA feature is an edge; a box corner into the cap with an edge
+#   0.02 rad off parallel gives 1 contact, the exact edge 2, and the switch is at a depth
+#   difference of 0.9e-6 to 1.2e-6 for edge lengths 0.1 and 0.4).
+# * clipped edge: a two-corner closed polygon, so an end cut by a side plane comes out
+#   twice; points above the face by more than the inflated margin go (all of them: the
+#   single GJK/EPA contact); of more than two left, the two farthest apart.
+# * margin m: each geom is inflated by m/2 (a capsule's witness moves by it), points are
+#   kept while their height above the face is at most the faces' half margins
+#   (m for two faces, m/2 for capsule-face), then x1 += h1 normal, x2 -= h2 normal,
+#   dist = height + m - h1 - h2 (matched on pusher.xml's gripper-object contacts at
+#   margin 0.004 to 2e-7).
+# * A single clipped point keeps its own depth (a capsule tilted 3 degrees on a cap: dist
+#   -0.010179, the EPA depth would be -0.010234).
+# ----------------------------------------------------------------------------------------
+
+CYL_FACE_TOL = 0.996
+CYL_EDGE_TOL = 0.0888
+SIDE_EPS = 1e-3
+EXACT_EDGE = 1e-6
+_ANG = np.arange(16) * np.pi / 8
+BOX_FACES_C = [[(1, 1, 1), (1, 1, -1), (1, -1, -1), (1, -1, 1)],
+               [(-1, 1, -1), (-1, 1, 1), (-1, -1, 1), (-1, -1, -1)],
+               [(-1, 1, -1), (1, 1, -1), (1, 1, 1), (-1, 1, 1)],
+               [(-1, -1, 1), (1, -1, 1), (1, -1, -1), (-1, -1, -1)],
+               [(-1, 1, 1), (1, 1, 1), (1, -1, 1), (-1, -1, 1)],
+               [(1, 1, -1), (-1, 1, -1), (-1, -1, -1), (1, -1, -1)]]
+_CAPSULE, _CYLINDER, _BOX = (mujoco.mjtGeom.mjGEOM_CAPSULE, mujoco.mjtGeom.mjGEOM_CYLINDER,
+                             mujoco.mjtGeom.mjGEOM_BOX)
+
+
+def cap_polygon(pos, mat, size, top: bool):
+    """(corners (16, 3), outward normal) of a cylinder cap, MuJoCo's 16-gon."""
+    s = 1.0 if top else -1.0
+    center = mat[:, 2] * (s * size[1]) + pos
+    col0, col1 = mat[:, 0] * size[0], mat[:, 1] * (size[0] * s)
+    return (np.array([col0 * c - col1 * si + center for c, si in
+                      zip(np.cos(_ANG), np.sin(_ANG))]), mat[:, 2] * s)
+
+
+def clip_c(face, normal, subject):
+    """Sutherland-Hodgman in MuJoCo's arithmetic: subject clipped by the side planes of
+    ``face``; a subject of two corners is a closed polygon (its clipped ends come twice)."""
+    poly = list(subject)
+    for e in range(len(face)):
+        a, b = face[e], face[(e + 1) % len(face)]
+        pn = np.cross(b - a, (a + normal) - a)
+        pd = pn @ a
+        out = []
+        for i in range(len(poly)):
+            p, q = poly[i], poly[(i + 1) % len(poly)]
+            in1, in2 = (p - a) @ pn > -1e-10, (q - a) @ pn > -1e-10
+            if in1 and in2:
+                out.append(q)
+            elif in1 or in2:
+                den = pn @ (q - p)
+                t = (pd - pn @ p) / den if abs(den) >= 1e-10 else np.inf
+                if -3e-7 < t < 1 + 3e-7:
+                    out.append(p + np.clip(t, 0, 1) * (q - p))
+                if in2:
+                    out.append(q)
+        poly = out
+    return np.array(poly).reshape(-1, 3)
+
+
+def quad(p) -> tuple[tuple[int, ...], bool]:
+    """MuJoCo's greedy maximal-area quadrilateral of a convex polygon (> 4 corners): from
+    (0, 1, 2, 3), for each first corner advance the fourth while the area grows, after each
+    advance the third, then the second. Returns the corner indices and whether a comparison
+    was a tie to 1e-12 (then MuJoCo's pick follows rounding)."""
+    def area(i, j, k, m):
+        return 0.5 * np.linalg.norm(np.cross(p[i] - p[k], p[j] - p[m]))
+    n = len(p)
+    b, c, d = 1, 2, 3
+    best, tie = area(0, 1, 2, 3), False
+    res = (0, 1, 2, 3)
+
+    def better(val):
+        nonlocal tie
+        tie |= abs(val - best) <= 1e-12 * best
+        return val > best
+    for a in range(n):
+        while better(v := area(a, b, c, (d + 1) % n)):
+            best, d = v, (d + 1) % n
+            res = (a, b, c, d)
+            while better(v := area(a, b, (c + 1) % n, d)):
+                best, c = v, (c + 1) % n
+                res = (a, b, c, d)
+            while better(v := area(a, (b + 1) % n, c, d)):
+                best, b = v, (b + 1) % n
+                res = (a, b, c, d)
+        if b == a:
+            b = (b + 1) % n
+            if c == b:
+                c = (c + 1) % n
+                if d == c:
+                    d = (d + 1) % n
+    return res, tie
+
+
+def _geom(mjm, d, g):
+    return d.geom_xpos[g].copy(), d.geom_xmat[g].reshape(3, 3).copy(), mjm.geom_size[g]
+
+
+def _faces(t, pos, mat, size, nout):
+    """[(normal, corners)] candidate faces facing nout, and whether one touches (FACE_TOL)."""
+    if t == _CYLINDER:
+        c = mat[:, 2] @ nout
+        if abs(c) < SIDE_EPS:
+            return [], False
+        f, nrm = cap_polygon(pos, mat, size, c > 0)
+        return [(nrm, f)], abs(c) >= CYL_FACE_TOL
+    if t == _BOX:
+        out = []
+        for k, face in enumerate(BOX_FACES_C):
+            nrm = np.zeros(3)
+            nrm[k // 2] = 1.0 if k % 2 == 0 else -1.0
+            out.append((mat @ nrm, (np.array(face) * size) @ mat.T + pos))
+        touch = max(nrm @ nout for nrm, _ in out) >= CYL_FACE_TOL
+        return [(nrm, f) for nrm, f in out if nrm @ nout > CYL_EDGE_TOL], touch
+    return [], False
+
+
+def _edges(t, pos, mat, size, nout, witness, exact, through=None):
+    """[(a, b)] candidate edges: the generator of a capsule (through its witness) or of a
+    cylinder (at its support rim point, or at ``through``'s azimuth), a box's edges at its
+    support corner (with ``exact``, only those whose ends are at the same depth)."""
+    axis = mat[:, 2]
+    if t == _CAPSULE:
+        w = witness if through is None else through
+        pr = (w - pos) @ axis
+        return [(w - axis * (pr + size[1]), w + axis * (size[1] - pr))]
+    if t == _CYLINDER:
+        loc = mat.T @ (nout if through is None else through - pos)
+        r = np.hypot(loc[0], loc[1])
+        xy = loc[:2] * size[0] / r if r > 1e-15 else np.zeros(2)
+        s = 1.0 if (mat.T @ nout)[2] >= 0 else -1.0
+        v = mat @ np.array([xy[0], xy[1], s * size[1]]) + pos
+        return [(v, v - axis * s * 2 * size[1])]
+    loc = mat.T @ nout
+    sg = np.where(loc >= 0, 1.0, -1.0)
+    v = mat @ (sg * size) + pos
+    out = []
+    for k in range(3):
+        s2 = sg.copy()
+        s2[k] = -s2[k]
+        w = mat @ (s2 * size) + pos
+        if not exact or abs((w - v) @ nout) <= EXACT_EDGE:
+            out.append((v, w))
+    return out
+
+
+def cylinder_multicontact(mjm, d, epa, margin: float = 0.0, through=None):
+    """Contacts [(dist, pos, frame normal)] of geoms 0 and 1 (a capsule or cylinder pair in
+    MuJoCo's order) given GJK/EPA's (dist, n, pos), and a dict with 'kind' ('ff', 'e1',
+    'e2' or 'single'), 'tie' (the quadrilateral search met equal areas) and 'polygon' (the
+    clipped points, each with its dist and pos). ``through``: a point the cylinder or capsule
+    generator passes through instead (MuJoCo's own, from its contacts)."""
+    dist, n, pos = epa
+    info = {"kind": "single", "tie": False, "polygon": []}
+    single = [(dist, pos, n)]
+    t1, t2 = int(mjm.geom_type[0]), int(mjm.geom_type[1])
+    g1, g2 = _geom(mjm, d, 0), _geom(mjm, d, 1)
+    h1 = 0.0 if t1 == _CAPSULE else 0.5 * margin
+    h2 = 0.5 * margin
+    x1 = pos - n * dist / 2 + n * (0.5 * margin - h1)
+    x2 = pos + n * dist / 2
+    F1, touch1 = _faces(t1, *g1, n)
+    F2, touch2 = _faces(t2, *g2, -n)
+    pairs = [(-(a[0] @ b[0]), a, b) for a in F1 for b in F2]
+    best = max(pairs, key=lambda x: x[0], default=None)
+    if best is not None and best[0] > CYL_FACE_TOL:
+        (n1, f1), (n2, f2) = best[1], best[2]
+        info["kind"], normal = "ff", -n2
+        p = clip_c(f1, n1, f2)
+        p = p[(p - f1[0]) @ n1 <= h1 + h2]
+        w1 = p - np.outer((p - f1[0]) @ n1, n1)
+        dd = (w1 - p) @ n2
+        xa, xb = w1, w1 - np.outer(dd, n2)
+        if len(p) > 4:
+            (idx, info["tie"]) = quad(p)
+            idx = list(idx)
+        else:
+            idx = list(range(len(p)))
+    else:
+        if not touch1 and F2:
+            kind, E, F = "e1", _edges(t1, *g1, n, x1, False, through), F2
+        elif not touch2 and F1:
+            kind, E, F = "e2", _edges(t2, *g2, -n, x2, t1 == _CYLINDER, through), F1
+        else:
+            return single, info
+        hit = None
+        for nf, f in F:
+            fits = [(abs((b - a) @ nf) / np.linalg.norm(b - a), a, b) for a, b in E]
+            fits = [x for x in fits if x[0] < CYL_EDGE_TOL]
+            if fits:
+                hit = (nf, f, *min(fits, key=lambda x: x[0])[1:])
+                break
+        if hit is None:
+            return single, info
+        nf, f, a, b = hit
+        info["kind"] = kind
+        p = clip_c(f, nf, np.array([a, b]))
+        p = p[(p - f[0]) @ nf <= h1 + h2]
+        if len(p) > 2:
+            gap = [(np.sum((p[j] - p[i]) ** 2), i, j) for i in range(len(p))
+                   for j in range(i + 1, len(p))]
+            _, i, j = max(gap, key=lambda x: x[0])
+            p = p[[i, j]]
+        proj = p - np.outer((p - f[0]) @ nf, nf)
+        dd = (p - proj) @ nf
+        normal = -nf if kind == "e1" else nf
+        xa, xb = (p, proj) if kind == "e1" else (proj, p)
+        idx = list(range(len(p)))
+    pts = [(float(s) + margin - h1 - h2, (a + h1 * normal + b - h2 * normal) / 2, normal)
+           for s, a, b in zip(dd, xa, xb)]
+    info["polygon"] = pts
+    if not pts:
+        return single, info
+    return [pts[i] for i in idx], info

@@ -182,6 +182,46 @@ def _gjk(sup, v0):
     return v, lam, mask, P, PA, PB, inside
 
 
+def _complete_simplex(sup, P, PA, PB, mask):
+    """A tetrahedron for EPA from a GJK simplex of 1 to 3 points that holds the origin.
+
+    GJK can stop with the origin on a point, edge or triangle of its simplex (two parallel
+    cylinders, a capsule core along a cylinder's axis); EPA needs a solid start. Each missing
+    vertex is a support point across what is there (perpendicular to the point or edge, along
+    the triangle's normal), on the side farther from it, so the origin ends on the
+    tetrahedron's boundary, from where EPA expands as from inside.
+
+    Returns (P, PA, PB) with four vertices (unchanged where ``mask`` was full).
+    """
+    dt = P.dtype
+    order = jp.argsort(~mask, stable=True)
+    P, PA, PB = P[order], PA[order], PB[order]
+    k = jp.sum(mask)
+    eye = jp.eye(3, dtype=dt)
+    for i in (1, 2, 3):
+        u, v = P[1] - P[0], P[2] - P[0]
+        if i == 1:
+            d = eye[0]
+        elif i == 2:
+            d = math.cross(u, eye[jp.argmin(jp.abs(u))])
+        else:
+            d = math.cross(u, v)
+        (w0, a0, b0), (w1, a1, b1) = sup(d), sup(-d)
+        # the candidate farther from the affine hull of the first i points
+        if i == 1:
+            far = jp.sum((w1 - P[0]) ** 2) > jp.sum((w0 - P[0]) ** 2)
+        elif i == 2:
+            far = (jp.sum(math.cross(w1 - P[0], u) ** 2) >
+                   jp.sum(math.cross(w0 - P[0], u) ** 2))
+        else:
+            far = jp.abs(jp.dot(w1 - P[0], d)) > jp.abs(jp.dot(w0 - P[0], d))
+        add = k <= i
+        P = jp.where(add, P.at[i].set(jp.where(far, w1, w0)), P)
+        PA = jp.where(add, PA.at[i].set(jp.where(far, a1, a0)), PA)
+        PB = jp.where(add, PB.at[i].set(jp.where(far, b1, b0)), PB)
+    return P, PA, PB
+
+
 def _face_data(W, faces, fvalid):
     a, b, c = W[faces[:, 0]], W[faces[:, 1]], W[faces[:, 2]]
     n = math.cross(b - a, c - a)
@@ -312,10 +352,11 @@ def signed_distance(type1: int, type2: int, pos1, mat1, size1, verts1, pos2, mat
     vn = math.safe_norm(v)
     sep_normal = -v / jp.maximum(vn, MINVAL)
     xa, xb = lam @ PA, lam @ PB
-    # penetrating cores: EPA from the GJK tetrahedron
-    full = jp.all(mask) & inside
+    # penetrating cores: EPA from the GJK tetrahedron (completed where GJK stopped with the
+    # origin on a face, edge or vertex of a smaller simplex)
+    P, PA, PB = _complete_simplex(sup, P, PA, PB, mask)
     depth, epa_normal, ea, eb = _epa(sup, P, PA, PB)
-    use_epa = full
+    use_epa = inside
     normal = jp.where(use_epa, epa_normal, sep_normal)
     core = jp.where(use_epa, -depth, jp.where(inside, 0.0, vn))
     x1 = jp.where(use_epa, ea, xa)

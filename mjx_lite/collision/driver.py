@@ -8,9 +8,10 @@ is therefore by type key, not MuJoCo's pair order; compare contacts as sets. Con
 pair (``NCON``): 1 for any pair with a sphere or ellipsoid, 2 plane-capsule, 4 plane-cylinder,
 4 plane-box, 4 plane-mesh (``plane_mesh``), 2 capsule-capsule, 2 capsule-box, 8 box-box
 (``box``), 1 for the general convex solver (``convex``: GJK/EPA), 4 for box-mesh and
-mesh-mesh under multiccd (``multiccd``), min(50, 2 * window cells) for a height field
-(``hfield``): the most each collider can return, so no contact is ever dropped (and no
-contact-full warning is needed).
+mesh-mesh under multiccd (``multiccd``), 2 for capsule-cylinder and 4 for cylinder-cylinder
+and cylinder-box under multiccd (``cylinder``),
+min(50, 2 * window cells) for a height field (``hfield``): the most each collider can return,
+so no contact is ever dropped (and no contact-full warning is needed).
 
 Culling is a mask: a culled pair still runs its collider (fixed shapes under jit/vmap), so it
 saves no work yet; it reproduces MuJoCo's filter, whose result the colliders never change.
@@ -35,11 +36,23 @@ the other geom (its size from the static ``geom_reach`` and ``hfield_cell``), on
 penetrating prism in MuJoCo's visiting order, at most ``mjMAXCONPAIR`` (measured against 4.0
 in ``tests/test_hfield_collision.py``). A group's height fields must share a grid shape.
 
-Pair types without a collider here (capsule-cylinder, capsule-mesh, cylinder-cylinder,
-cylinder-box, cylinder-mesh under multiccd: 4.0 clips cylinder caps as 16-gons, not ported)
-make ``collision`` raise NotImplementedError when it is traced: a model whose geoms could touch
-that way is not simulated silently without those contacts (disable contacts, the pair, or
-multiccd to run it anyway).
+Pairs with a cylinder or a capsule under multiccd (``cylinder``, as measured on 4.0 in
+``tests/multiccd_reference.py``): GJK/EPA's normal and witness points, then a cylinder cap as
+MuJoCo's 16-gon (corners every 22.5 degrees from the local x axis), a cylinder's or capsule's
+generator as its edge; face-face where two faces face each other within cos 0.996, edge-face
+where an edge lies in a face within sin 0.0888, each point with its own depth and the face's
+normal as frame normal; with a margin, each geom inflated by half of it. Measured errors
+(``tests/acceptance/collision_multiccd.txt``): exact (1e-6) except where MuJoCo takes a
+generator at its EPA vertex (off by its EPA tolerance, up to ~1e-3 in pos), where its EPA
+stops short (as for single contacts), and on symmetric faces (a cylinder standing fully on a
+face) where MuJoCo's greedy search keeps 4 of the 16 rim points by rounding: then ours are 4
+other corners of the same clipped polygon. A box or mesh corner (not an exact edge) on a cap
+gives one contact, as on 4.0.
+
+Capsule-mesh and cylinder-mesh under multiccd have no collider yet. Pair types without a
+collider make ``collision`` raise NotImplementedError when it is
+traced: a model whose geoms could touch that way is not simulated silently without those
+contacts (disable contacts, the pair, or multiccd to run it anyway).
 """
 
 from __future__ import annotations

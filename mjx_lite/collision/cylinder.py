@@ -1,0 +1,433 @@
+"""MuJoCo 4.0's single-shot multi-contact for cylinders and capsules (``multiccd``).
+
+Measured against mujoco 4.0.0 (``tests/multiccd_reference.py``, section "Cylinders and
+capsules"), not read from its source. GJK/EPA (``convex``) gives the normal ``n`` (geom1 ->
+geom2), the depth and the witness points; then a cylinder offers its cap facing the contact
+as a regular 16-gon (corners at radius r and multiples of 22.5 degrees from the local x axis)
+and its generator (the side line from the rim point that supports it along ``n`` to the other
+cap); a capsule offers no face, only the generator through its witness point; a box or mesh
+its faces facing the contact and the edges at its supporting vertex. In order:
+
+1. face-face: the cap (and the other geom's candidate face) whose normals face each other
+   within ``FACE_TOL`` (cosine 0.996): the second face is clipped (Sutherland-Hodgman) by
+   the first's side planes, points more than ``margin`` above the first face are dropped;
+   each point ``p`` gets ``x1`` = ``p`` projected onto face 1, its own depth
+   ``dist = (x1 - p) . n2``, ``x2 = x1 - dist n2``, frame normal ``-n2``; more than 4 points
+   keep the quadrilateral of MuJoCo's greedy maximal-area search (``polygon_quad``);
+2. edge-face: geom1's edge against geom2's face unless geom1 touches with a face (its cap
+   or face normal within ``FACE_TOL`` of ``n``), else geom2's edge against geom1's face
+   unless geom2 touches with a face; the edge must lie in the face within ``EDGE_TOL``
+   (``|u . n_face| < 0.0888``); it is clipped by the face's side planes, each end ``p``
+   scored by its height above the face (``dist``), points above ``margin`` dropped; frame
+   normal the face's outward normal (pointing from geom1 to geom2). A box or mesh edge
+   against a cylinder cap counts only when its two ends are at the same depth (within
+   ``EXACT_EDGE``, MuJoCo's EPA feature is then an edge, not a vertex);
+3. otherwise, or when clipping leaves nothing, the single GJK/EPA contact.
+
+A cylinder touching with its side (``|axis . n| < SIDE_EPS``) offers no cap. Static shapes:
+polygons are padded corner arrays with counts, clipping runs over a fixed capacity with masks,
+the quadrilateral search is a fixed-step ``fori_loop`` on indices.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite import math
+from mjx_lite.collision import convex, multiccd
+from mjx_lite.types import GeomType
+
+_G = GeomType
+# measured thresholds (tests/multiccd_reference.py): face normals facing each other with
+# cosine beyond FACE_TOL; an edge lying in a face with |sine| below EDGE_TOL
+FACE_TOL = 0.996
+EDGE_TOL = 0.0888
+# a cylinder touches with its side (no cap) when |axis . n| is below this
+SIDE_EPS = 1e-3
+# a box/mesh edge is MuJoCo's contact feature only when its ends' depths differ by less
+# than about its EPA tolerance (measured 0.9e-6 to 1.2e-6 at ccd_tolerance 1e-6)
+EXACT_EDGE = 1e-6
+NGON = 16
+MINVAL = math.MINVAL
+
+
+def _box_faces_c():
+    """Box faces as corner ids (bit k: +size[k]) in the order and winding MuJoCo 4.0 clips
+    them (+x, -x, +y, -y, +z, -z); the order decides which of equal-area quadrilaterals
+    its greedy search keeps."""
+    signs = [[(1, 1, 1), (1, 1, -1), (1, -1, -1), (1, -1, 1)],
+             [(-1, 1, -1), (-1, 1, 1), (-1, -1, 1), (-1, -1, -1)],
+             [(-1, 1, -1), (1, 1, -1), (1, 1, 1), (-1, 1, 1)],
+             [(-1, -1, 1), (1, -1, 1), (1, -1, -1), (-1, -1, -1)],
+             [(-1, 1, 1), (1, 1, 1), (1, -1, 1), (-1, -1, 1)],
+             [(1, 1, -1), (-1, 1, -1), (-1, -1, -1), (1, -1, -1)]]
+    ids = [[sum(1 << k for k in range(3) if s[k] > 0) for s in face] for face in signs]
+    return np.array(ids, np.int32)
+
+
+BOX_FACE_C = _box_faces_c()
+_ANG = np.arange(NGON) * np.pi / 8
+NGON_COS, NGON_SIN = np.cos(_ANG), np.sin(_ANG)
+
+
+def cap_polygon(pos, mat, size, sgn):
+    """The cap on side ``sgn`` (+1 top, -1 bottom) of a cylinder as MuJoCo's 16-gon: corners
+    (16, 3) clockwise seen from outside, starting on the local x axis, and outward normal."""
+    center = mat[:, 2] * (sgn * size[1]) + pos
+    col0 = mat[:, 0] * size[0]
+    col1 = mat[:, 1] * (size[0] * sgn)
+    c = jp.asarray(NGON_COS, pos.dtype)[:, None]
+    s = jp.asarray(NGON_SIN, pos.dtype)[:, None]
+    return col0 * c - col1 * s + center, mat[:, 2] * sgn
+
+
+def polygon_quad(p, cnt, cap: int):
+    """MuJoCo's greedy search for a maximal-area quadrilateral in a convex polygon of
+    ``cnt`` > 4 corners: from (0, 1, 2, 3), for each first corner ``a`` advance the fourth
+    corner while the area grows, after each advance the third, then the second; the area
+    to beat carries over between first corners. Not the global maximum: on symmetric
+    polygons it depends on which of equal areas compares larger.
+
+    Args:
+      p: (cap, 3) corners, the first ``cnt`` real. cap: static capacity.
+    Returns:
+      (4,) corner indices.
+    """
+    q = jax.lax.stop_gradient(p)
+    n = jp.maximum(cnt, 4).astype(jp.int32)
+
+    def area(i):
+        a, b, c, d = q[i[0]], q[i[1]], q[i[2]], q[i[3]]
+        return 0.5 * math.safe_norm(math.cross(a - c, b - d))
+
+    def step(_, st):
+        a, b, c, d, m, res, phase, done = st
+        nxt = lambda x: (x + 1) % n  # noqa: E731
+        cand = jp.where(phase == 0, jp.stack([a, b, c, nxt(d)]),
+                        jp.where(phase == 1, jp.stack([a, b, nxt(c), d]),
+                                 jp.stack([a, nxt(b), c, d])))
+        val = area(cand)
+        trying = (phase <= 2) & ~done
+        acc = trying & (val > m)
+        # phase 3 closes a first corner: move b (and c, d) off a, then take the next a
+        b3 = jp.where(b == a, nxt(b), b)
+        c3 = jp.where((b == a) & (c == b3), nxt(c), c)
+        d3 = jp.where((b == a) & (c == b3) & (c3 != c) & (d == c3), nxt(d), d)
+        close = (phase == 3) & ~done
+        a2 = jp.where(close, a + 1, a)
+        b2 = jp.where(acc, cand[1], jp.where(close, b3, b))
+        c2 = jp.where(acc, cand[2], jp.where(close, c3, c))
+        d2 = jp.where(acc, cand[3], jp.where(close, d3, d))
+        m2 = jp.where(acc, val, m)
+        res2 = jp.where(acc, cand, res)
+        phase2 = jp.where(done, phase, jp.where(
+            phase == 0, jp.where(acc, 1, 3), jp.where(
+                phase == 1, jp.where(acc, 1, 2), jp.where(
+                    phase == 2, jp.where(acc, 2, 0), 0))))
+        done2 = done | (close & (a2 >= n))
+        i32 = lambda x: x.astype(jp.int32)  # noqa: E731
+        return i32(a2), i32(b2), i32(c2), i32(d2), m2, i32(res2), i32(phase2), done2
+
+    i4 = jp.arange(4, dtype=jp.int32)
+    st = (jp.zeros((), jp.int32), jp.ones((), jp.int32), jp.full((), 2, jp.int32),
+          jp.full((), 3, jp.int32), area(i4), i4, jp.zeros((), jp.int32),
+          jp.zeros((), bool))
+    # at most about 5.5 steps per corner (tests/test_cylinder_multiccd.py)
+    out = jax.lax.fori_loop(0, 6 * cap + 16, step, st)
+    return out[5]
+
+
+def clip_polygon(face, cnt, normal, subject, scnt, cap: int):
+    """Sutherland-Hodgman as MuJoCo 4.0 computes it (``multiccd.clip_polygon``'s result, in
+    its arithmetic): each edge's plane from the edge and ``edge start + normal``, a corner
+    inside when at most 1e-10 outside, a crossing at ``t = (pd - pn . P) / (pn . (Q - P))``.
+    Symmetric polygons (a cylinder standing on a face) give equal areas to several
+    quadrilaterals, and which one ``polygon_quad`` keeps follows the last bits of these
+    corners.
+
+    Args:
+      face: (K, 3) clipping polygon, the first ``cnt`` real, wound as MuJoCo winds it.
+      normal: (3,) its outward normal. subject: (S, 3), the first ``scnt`` real.
+      cap: static output capacity.
+    Returns:
+      (cap, 3) points, their count.
+    """
+    K = face.shape[0]
+    k = jp.arange(K)
+    nxt = face[jp.where(k + 1 < cnt, k + 1, 0)]
+    pn = math.cross(nxt - face, (face + normal) - face)
+    pd = jp.sum(pn * face, -1)
+    kmask = k < cnt
+    pts = jp.zeros((cap, 3), subject.dtype).at[:subject.shape[0]].set(subject[:cap])
+    n = jp.minimum(scnt, cap)
+    i = jp.arange(cap)
+    for e in range(K):
+        a, s = face[e], pn[e]
+        q = pts[jp.where(i + 1 < n, i + 1, 0)]
+        in_p = jp.sum((pts - a) * s, -1) > -1e-10
+        in_q = jp.sum((q - a) * s, -1) > -1e-10
+        live = i < n
+        den = jp.sum(s * (q - pts), -1)
+        ok = jp.abs(den) >= 1e-10
+        t = (pd[e] - jp.sum(s * pts, -1)) / jp.where(ok, den, 1.0)
+        cross = live & (in_p != in_q) & ok & (t > -3e-7) & (t < 1 + 3e-7)
+        inter = pts + jp.clip(t, 0.0, 1.0)[:, None] * (q - pts)
+        keep_q = live & in_q
+        cand = jp.stack([inter, q], 1).reshape(-1, 3)
+        cmask = jp.stack([cross, keep_q], 1).reshape(-1)
+        new, newn = _compact(cand, cmask, cap)
+        pts = jp.where(kmask[e], new, pts)
+        n = jp.where(kmask[e], newn, n)
+    return pts, n
+
+
+def clip_edge(face, cnt, normal, a, b):
+    """The part of edge ab inside the prism of polygon ``face`` along ``normal``, as MuJoCo
+    clips an edge: a closed two-corner polygon, so an end cut by a side plane comes out
+    twice. Returns the ends (2, 3), their multiplicities (2,) (0 where the edge misses the
+    prism, 1 for an original end, 2 for a cut one)."""
+    side, kmask = multiccd._side_planes(face, cnt, normal)
+    da = jp.sum((a - face) * side, -1)
+    db = jp.sum((b - face) * side, -1)
+    out_a, out_b = da > 0, db > 0
+    cross = kmask & (out_a != out_b)
+    t = da / jp.where(cross, da - db, 1.0)
+    lo = jp.max(jp.where(cross & out_a, t, 0.0))
+    hi = jp.min(jp.where(cross & out_b, t, 1.0))
+    empty = jp.any(kmask & out_a & out_b) | (lo > hi)
+    pts = jp.stack([a + lo * (b - a), a + hi * (b - a)])
+    mult = jp.where(empty, 0, 1 + jp.stack([lo > 0, hi < 1]).astype(jp.int32))
+    return pts, mult
+
+
+def _compact(x, mask, cap: int):
+    """The rows of x (n, ...) where mask, in order, padded to ``cap`` rows; and their count."""
+    rank = jp.cumsum(mask) - 1
+    slot = jp.where(mask & (rank < cap), rank, cap)
+    out = jp.zeros((cap, *x.shape[1:]), x.dtype).at[slot].set(x, mode="drop")
+    return out, jp.minimum(jp.sum(mask), cap)
+
+
+def _faces(gtype, pos, mat, size, verts, table, nout):
+    """Candidate faces of a geom facing direction ``nout`` (outward, toward the other geom).
+
+    Returns corners (F, K, 3) world, counts (F,), normals (F, 3), valid (F,), and whether the
+    geom touches with a face (its best face normal within FACE_TOL of ``nout``).
+    """
+    dt = pos.dtype
+    if gtype == _G.CYLINDER:
+        c = jp.dot(mat[:, 2], nout)
+        sgn = jp.where(c >= 0, 1.0, -1.0).astype(dt)
+        face, normal = cap_polygon(pos, mat, size, sgn)
+        valid = jp.abs(c) >= SIDE_EPS
+        return (face[None], jp.full((1,), NGON, jp.int32), normal[None], valid[None],
+                jp.abs(c) >= FACE_TOL)
+    if gtype == _G.BOX:
+        corners = jp.asarray(multiccd.BOX_SIGN, dt) * size
+        face = corners[jp.asarray(BOX_FACE_C)] @ mat.T + pos
+        normal = jp.asarray(multiccd.BOX_NORMAL, dt) @ mat.T
+        count = jp.full((6,), 4, jp.int32)
+    elif gtype == _G.MESH:
+        fidx, count, lnormal, _ = table
+        k = jp.arange(fidx.shape[1])
+        # MuJoCo walks a mesh polygon backwards
+        rev = jp.where(k[None] < count[:, None], count[:, None] - 1 - k[None], 0)
+        face = (verts @ mat.T + pos)[jp.take_along_axis(fidx, rev, axis=1)]
+        normal = lnormal.astype(dt) @ mat.T
+    else:
+        z = jp.zeros((1, 3, 3), dt)
+        return (z, jp.zeros((1,), jp.int32), jp.zeros((1, 3), dt), jp.zeros((1,), bool),
+                jp.zeros((), bool))
+    cosn = normal @ nout
+    valid = (count > 0) & (cosn > EDGE_TOL)
+    touch = jp.max(jp.where(count > 0, cosn, -2.0)) >= FACE_TOL
+    return face, count, normal, valid, touch
+
+
+def _edges(gtype, pos, mat, size, verts, table, nout, witness, exact: bool):
+    """Candidate edges (E, 2, 3) of a geom at its contact along ``nout`` and their validity.
+
+    A capsule's generator through its witness point; a cylinder's generator from the rim
+    point supporting it along ``nout`` to the other cap; a box's or mesh's edges at its
+    supporting vertex (with ``exact``, only those whose two ends are at the same depth).
+    """
+    dt = pos.dtype
+    axis = mat[:, 2]
+    if gtype == _G.CAPSULE:
+        pr = jp.dot(witness - pos, axis)
+        e = jp.stack([witness - axis * (pr + size[1]), witness + axis * (size[1] - pr)])
+        return e[None], jp.ones((1,), bool)
+    if gtype == _G.CYLINDER:
+        loc = mat.T @ nout
+        r2 = loc[0] * loc[0] + loc[1] * loc[1]
+        ok = r2 >= MINVAL * MINVAL
+        scl = jp.where(ok, size[0] / jp.sqrt(jp.where(ok, r2, 1.0)), 0.0)
+        s = jp.where(loc[2] >= 0, 1.0, -1.0).astype(dt)
+        v = mat @ jp.stack([scl * loc[0], scl * loc[1], s * size[1]]) + pos
+        e = jp.stack([v, v - axis * (2 * s * size[1])])
+        return e[None], jp.ones((1,), bool)
+    if gtype == _G.BOX:
+        loc = mat.T @ nout
+        sg = jp.where(loc >= 0, 1.0, -1.0).astype(dt)
+        v = mat @ (sg * size) + pos
+        flip = 1.0 - 2.0 * jp.eye(3, dtype=dt)
+        ends = (sg[None] * flip * size) @ mat.T + pos
+    elif gtype == _G.MESH:
+        _, _, _, nbr = table
+        wv = verts @ mat.T + pos
+        top = jp.argmax(wv @ nout)
+        v = wv[top]
+        ends = wv[nbr[top]]
+    else:
+        z = jp.zeros((1, 2, 3), dt)
+        return z, jp.zeros((1,), bool)
+    e = jp.stack([jp.broadcast_to(v, ends.shape), ends], 1)
+    length = math.safe_norm(ends - v, axis=-1)
+    valid = length > MINVAL
+    if exact:
+        valid = valid & (jp.abs((ends - v) @ nout) <= EXACT_EDGE)
+    return e, valid
+
+
+def _edge_face(edges, evalid, face, count, normal, fvalid):
+    """The (edge, face) pair MuJoCo takes: the first face (in its order) with an edge lying
+    in it, and that face's most parallel edge.
+
+    Returns (ok, edge (2, 3), face corners (K, 3), count, normal)."""
+    u = edges[:, 1] - edges[:, 0]
+    un = u / jp.maximum(math.safe_norm(u, axis=-1, keepdims=True), MINVAL)
+    sine = jp.abs(un @ normal.T)  # (E, F)
+    fits = evalid[:, None] & fvalid[None] & (sine < EDGE_TOL)
+    anyf = jp.any(fits, 0)
+    f = jp.argmax(anyf)
+    e = jp.argmin(jp.where(fits[:, f], sine[:, f], 3.0))
+    return jp.any(anyf), edges[e], face[f], count[f], normal[f]
+
+
+def _face_face(face1, cnt1, nrm1, fv1, face2, cnt2, nrm2, fv2, margin):
+    """Face-face contacts of the best-facing pair of candidate faces: (aligned, n2, dist (4,),
+    x1 (4, 3), x2 (4, 3), mask (4,)); an aligned pair whose points all lie beyond the margin
+    leaves MuJoCo's single contact."""
+    cap = face1.shape[1] + face2.shape[1]
+    facing = -(nrm1 @ nrm2.T)
+    facing = jp.where(fv1[:, None] & fv2[None], facing, -3.0)
+    best = jp.argmax(facing.reshape(-1))
+    i, j = best // facing.shape[1], best % facing.shape[1]
+    ok = facing[i, j] > FACE_TOL
+    F1, c1, n1 = face1[i], cnt1[i], nrm1[i]
+    F2, c2, n2 = face2[j], cnt2[j], nrm2[j]
+    pts, npts = clip_polygon(F1, c1, n1, F2, c2, cap)
+    keep = (jp.arange(cap) < npts) & ((pts - F1[0]) @ n1 <= margin)
+    pts, npts = _compact(pts, keep, cap)
+    quad = polygon_quad(pts, npts, cap)
+    p = pts[jp.where(npts > 4, quad, jp.arange(4))]
+    mask = jp.arange(4) < jp.minimum(npts, 4)
+    w1 = multiccd._project(p, n1, F1[0])
+    d = (w1 - p) @ n2
+    return ok, n2, d, w1, w1 - d[:, None] * n2, mask
+
+
+def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2, mat2,
+             size2, verts2, table2, margin, ncon: int):
+    """The multi-contact rule for a pair with a cylinder or capsule, given GJK/EPA's result
+    (dist, unit normal n from geom1 to geom2, pos midway): (dist, pos, normal, valid), each
+    with ``ncon`` rows."""
+    dt = pos.dtype
+    # MuJoCo inflates each geom by half the margin: a capsule's witness (hence its generator)
+    # moves with it; a face stays put and the half margin is added to the points afterwards
+    h1 = 0.0 if type1 == _G.CAPSULE else 0.5 * margin
+    h2 = 0.5 * margin
+    x1 = pos - n * (dist / 2) + n * (0.5 * margin - h1)
+    x2 = pos + n * (dist / 2)
+    face1, cnt1, nrm1, fv1, touch1 = _faces(type1, pos1, mat1, size1, verts1, table1, n)
+    face2, cnt2, nrm2, fv2, touch2 = _faces(type2, pos2, mat2, size2, verts2, table2, -n)
+    k1, k2 = face1.shape[1], face2.shape[1]
+
+    # 1. face-face: the pair of candidate faces most nearly facing each other (a capsule
+    # has none)
+    if type1 == _G.CAPSULE:
+        ff = jp.zeros((), bool)
+        n2 = -n
+        ff_d = jp.zeros((ncon,), dt)
+        ff_x1 = ff_x2 = jp.zeros((ncon, 3), dt)
+        ff_mask = jp.zeros((ncon,), bool)
+    else:
+        ff, n2, ff_d, ff_x1, ff_x2, ff_mask = _face_face(face1, cnt1, nrm1, fv1, face2, cnt2,
+                                                        nrm2, fv2, h1 + h2)
+
+    # 2. edge-face: geom1's edge on geom2's face, else geom2's edge on geom1's face
+    e1, ev1 = _edges(type1, pos1, mat1, size1, verts1, table1, n, x1, False)
+    e2, ev2 = _edges(type2, pos2, mat2, size2, verts2, table2, -n, x2,
+                     type1 == _G.CYLINDER)
+    ok1, E1, G2, gc2, gn2 = _edge_face(e1, ev1, face2, cnt2, nrm2, fv2)
+    ok2, E2, G1, gc1, gn1 = _edge_face(e2, ev2, face1, cnt1, nrm1, fv1)
+    try1 = ~touch1 & jp.any(fv2)
+    try2 = ~try1 & ~touch2 & jp.any(fv1)
+    use1 = try1 & ok1
+    use2 = try2 & ok2
+    kf = max(k1, k2)
+    G = jp.where(use1, multiccd._pad(G2, kf), multiccd._pad(G1, kf))
+    gc = jp.where(use1, gc2, gc1)
+    gn = jp.where(use1, gn2, gn1)
+    E = jp.where(use1, E1, E2)
+    seg, mult = clip_edge(G, gc, gn, E[0], E[1])
+    proj = multiccd._project(seg, gn, G[0])
+    ed = (seg - proj) @ gn
+    # points above the margin go; of more than two left, the two ends stay; an end cut by
+    # the face's side planes counts twice, so a lone cut end gives two equal contacts
+    mult = jp.where(ed <= h1 + h2, mult, 0)
+    total = jp.sum(mult)
+    lone = jp.argmax(mult)
+    two_same = (total == 2) & (jp.max(mult) == 2)
+    sel = jp.where(two_same, jp.stack([lone, lone]), jp.where(mult[0] > 0, jp.arange(2),
+                                                              jp.array([1, 0])))
+    ecnt = jp.minimum(total, 2)
+    seg, proj = seg[sel], proj[sel]
+    # geom1's edge: x1 on the edge, normal -n_face; geom2's edge: x2 on the edge, normal n_face
+    ex1 = jp.where(use1, seg, proj)
+    ex2 = jp.where(use1, proj, seg)
+    ed = jp.where(use1, 1.0, -1.0) * jp.sum((ex1 - ex2) * gn, -1)
+
+    pad = lambda x, fill=0.0: multiccd._pad(x, ncon, fill)[:ncon]  # noqa: E731
+    is_ff = ff & jp.any(ff_mask)
+    is_ef = ~ff & (use1 | use2) & (ecnt > 0)
+    rows = jp.arange(ncon)
+    m_dist = jp.where(is_ff, pad(ff_d[:ncon]), pad(ed))
+    m_x1 = jp.where(is_ff, pad(ff_x1[:ncon]), pad(ex1))
+    m_x2 = jp.where(is_ff, pad(ff_x2[:ncon]), pad(ex2))
+    m_mask = jp.where(is_ff, pad(ff_mask[:ncon], False), rows < ecnt)
+    m_normal = jp.where(is_ff, -n2, jp.where(use1, -gn, gn))
+
+    # the half margins back on the points: x1 out along the normal, x2 back against it
+    m_x1 = m_x1 + h1 * m_normal
+    m_x2 = m_x2 - h2 * m_normal
+    m_dist = m_dist + margin - h1 - h2
+    multi = is_ff | is_ef
+    single = rows == 0
+    out_dist = jp.where(multi, m_dist, jp.where(single, dist, 0.0))
+    out_pos = jp.where(multi, 0.5 * (m_x1 + m_x2), jp.where(single[:, None], pos, 0.0))
+    out_normal = jp.broadcast_to(jp.where(multi, m_normal, n), (ncon, 3)).astype(dt)
+    valid = (dist <= margin) & jp.where(multi, m_mask, single)
+    return out_dist, out_pos, out_normal, valid
+
+
+def make_cylinder_multiccd(type1: int, type2: int):
+    """A collider for a capsule or cylinder pair under multiccd, with the driver's signature
+    plus mesh vertices and polygon tables."""
+    ncon = 2 if type1 == _G.CAPSULE else 4
+
+    def collide(pos1, mat1, size1, pos2, mat2, size2, margin, verts1=None, verts2=None,
+                table1=None, table2=None):
+        dist, n, pos = convex.signed_distance(type1, type2, pos1, mat1, size1, verts1,
+                                              pos2, mat2, size2, verts2)
+        d, p, nrm, valid = manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1,
+                                    table1, pos2, mat2, size2, verts2, table2, margin, ncon)
+        return d, p, nrm, jp.zeros_like(p), valid
+
+    collide.NCON = ncon
+    collide.MESH = (type1 == _G.MESH, type2 == _G.MESH)
+    collide.POLY = _G.MESH in (type1, type2)
+    collide.__name__ = f"multiccd_{_G(type1).name.lower()}_{_G(type2).name.lower()}"
+    return collide
