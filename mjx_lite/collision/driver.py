@@ -50,9 +50,9 @@ other corners of the same clipped polygon. A box or mesh corner (not an exact ed
 gives one contact, as on 4.0.
 
 Capsule-mesh and cylinder-mesh under multiccd have no collider yet. Pair types without a
-collider make ``collision`` raise NotImplementedError when it is
-traced: a model whose geoms could touch that way is not simulated silently without those
-contacts (disable contacts, the pair, or multiccd to run it anyway).
+collider make ``collision`` raise NotImplementedError when it is traced: a model whose geoms
+could touch that way is not simulated silently without those contacts (disable contacts, the
+pair, or multiccd to run it anyway).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.collision import box, convex, hfield, multiccd, plane_mesh, primitive
+from mjx_lite.collision import box, convex, cylinder, hfield, multiccd, plane_mesh, primitive
 from mjx_lite.collision.pairs import PairGroup, pair_groups
 from mjx_lite.collision.types import EMPTY_DIST, Contact, make_frame
 from mjx_lite.types import Data, DisableBit, EnableBit, GeomType, Model
@@ -90,12 +90,15 @@ for _t in [(_G.SPHERE, _G.MESH), (_G.CAPSULE, _G.ELLIPSOID), (_G.ELLIPSOID, _G.E
            (_G.ELLIPSOID, _G.CYLINDER), (_G.ELLIPSOID, _G.BOX), (_G.ELLIPSOID, _G.MESH)]:
     COLLIDERS[_t] = convex.make_convex(*_t)
 # the other convex-solver pairs give one contact only with multiccd disabled (mj_maxContact);
-# with multiccd on, box-mesh and mesh-mesh go to MULTI_CCD, the cylinder/capsule ones nowhere
+# with multiccd on they go to MULTI_CCD (capsule-mesh and cylinder-mesh: nowhere yet)
 SINGLE_CCD = {_t: convex.make_convex(*_t) for _t in [
     (_G.CAPSULE, _G.CYLINDER), (_G.CAPSULE, _G.MESH), (_G.CYLINDER, _G.CYLINDER),
     (_G.CYLINDER, _G.BOX), (_G.CYLINDER, _G.MESH), (_G.BOX, _G.MESH), (_G.MESH, _G.MESH)]}
-# MuJoCo 4.0's multi-contact for polytope pairs (multiccd on): box-mesh and mesh-mesh
+# MuJoCo 4.0's multi-contact (multiccd on): box-mesh and mesh-mesh, and the pairs with a
+# cylinder (caps as 16-gons) or a capsule (its generator) against a face
 MULTI_CCD = {_t: multiccd.make_multiccd(*_t) for _t in [(_G.BOX, _G.MESH), (_G.MESH, _G.MESH)]}
+MULTI_CCD.update({_t: cylinder.make_cylinder_multiccd(*_t) for _t in [
+    (_G.CAPSULE, _G.CYLINDER), (_G.CYLINDER, _G.CYLINDER), (_G.CYLINDER, _G.BOX)]})
 MINVAL = 1e-15
 
 
