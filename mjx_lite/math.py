@@ -75,11 +75,19 @@ def normalize(x: jax.Array, axis=-1) -> jax.Array:
 
 
 def quat_normalize(q: jax.Array) -> jax.Array:
-    """mju_normalize4: unit quaternion; a (near) zero quaternion becomes identity."""
+    """mju_normalize4: unit quaternion; a (near) zero quaternion becomes identity.
+
+    Like MuJoCo, a quaternion whose norm is within MINVAL of 1 keeps its value (dividing
+    would move it by an ulp, and a contact at exactly zero distance, as gymnasium's point
+    sphere on its floor, then flips on or off where MuJoCo's does not); its derivative is
+    still the normalization's, so gradients agree with finite differences."""
     n = safe_norm(q, keepdims=True)
     ok = n >= MINVAL
     ident = np.array([1.0, 0.0, 0.0, 0.0], dtype=q.dtype)
-    return jp.where(ok, q / jp.where(ok, n, 1.0), ident)
+    unit = q / jp.where(ok, n, 1.0)
+    # (q - unit) is exact (Sterbenz), so the sum is exactly q
+    unit = jp.where(jp.abs(n - 1.0) > MINVAL, unit, jax.lax.stop_gradient(q - unit) + unit)
+    return jp.where(ok, unit, ident)
 
 
 # Hamilton product: (a b)[i] = sum_j sign[i, j] a[j] b[idx[i, j]], e.g.

@@ -87,14 +87,23 @@ def _body_local(m: Model, d: Data):
     return pos, quat, absolute, anchor, axis
 
 
-def _local_to_global(xpos, xquat, lpos, lquat, sameframe=None, frames=None):
-    """Frame of objects at (lpos, lquat) on bodies at (xpos, xquat) (mj_local2Global).
+def _mat_vec3(mat, v):
+    """mju_mulMatVec3 summed in MuJoCo's order (so that, e.g., a geom resting at exactly zero
+    distance from a plane gets the same last bit as in MuJoCo)."""
+    return (mat[..., :, 0] * v[..., None, 0] + mat[..., :, 1] * v[..., None, 1]
+            + mat[..., :, 2] * v[..., None, 2])
+
+
+def _local_to_global(xpos, xquat, lpos, lquat, sameframe=None, frames=None, xmat=None):
+    """Frame of objects at (lpos, lquat) on bodies at (xpos, xquat) (mj_local2Global);
+    with the bodies' ``xmat`` the position is rotated by it, as MuJoCo does.
 
     As MuJoCo does, objects whose compiled ``sameframe`` says they coincide with the body
     frame (or the body inertial frame, given as ``frames`` = (xpos, xmat, xipos, ximat) per
     object) copy that frame, ignoring residual offsets below the compiler's tolerance.
     """
-    gpos = xpos + math.rotate(lpos, xquat)
+    rotated = math.rotate(lpos, xquat) if xmat is None else _mat_vec3(xmat, lpos)
+    gpos = rotated + xpos
     gmat = math.quat_to_mat(math.quat_mul(xquat, lquat))
     if sameframe is None:
         return gpos, gmat
@@ -145,15 +154,15 @@ def kinematics(m: Model, d: Data) -> Data:
         xaxis = xaxis.at[free_j].set(jp.asarray(m.jnt_axis)[free_j])
 
     xipos, ximat = _local_to_global(xpos, xquat, m.body_ipos, m.body_iquat, m.body_sameframe,
-                                    (xpos, xmat, xpos, xmat))
+                                    (xpos, xmat, xpos, xmat), xmat)
     gb = np.asarray(m.geom_bodyid)
     geom_xpos, geom_xmat = _local_to_global(
         xpos[gb], xquat[gb], m.geom_pos, m.geom_quat, m.geom_sameframe,
-        (xpos[gb], xmat[gb], xipos[gb], ximat[gb]))
+        (xpos[gb], xmat[gb], xipos[gb], ximat[gb]), xmat[gb])
     sb = np.asarray(m.site_bodyid)
     site_xpos, site_xmat = _local_to_global(
         xpos[sb], xquat[sb], m.site_pos, m.site_quat, m.site_sameframe,
-        (xpos[sb], xmat[sb], xipos[sb], ximat[sb]))
+        (xpos[sb], xmat[sb], xipos[sb], ximat[sb]), xmat[sb])
 
     d = d.replace(
         xpos=xpos, xquat=xquat, xmat=xmat, xipos=xipos, ximat=ximat, xanchor=xanchor,
