@@ -157,7 +157,9 @@ def multicontact(mjm, d, n: np.ndarray, margin: float = 0.0):
 #   k * 22.5 degrees from the local x axis (a capsule lying on the cap at y = 0.02 is clipped
 #   at x = 0.09602 on a radius-0.1 cap, the 16-gon's edge, not the circle's 0.09798), walked
 #   clockwise seen from outside. The cap facing the contact is a candidate face unless the
-#   cylinder touches with its side (|axis . n| < SIDE_EPS). A cylinder's edge is its
+#   cylinder touches with its side (|axis . n| < SIDE_EPS); a box's or mesh's candidates are
+#   the face it touches with (normal within FACE_TOL of n), else its faces facing n (cosine
+#   above EDGE_TOL; a mesh's only at its supporting vertex). A cylinder's edge is its
 #   generator from the rim point supporting it along n to the other cap; a capsule has no
 #   face, its edge is the generator through its witness point (the segment point closest to
 #   the other geom plus (radius + margin / 2) n). Box faces are walked in MuJoCo's order
@@ -204,8 +206,8 @@ BOX_FACES_C = [[(1, 1, 1), (1, 1, -1), (1, -1, -1), (1, -1, 1)],
                [(-1, -1, 1), (1, -1, 1), (1, -1, -1), (-1, -1, -1)],
                [(-1, 1, 1), (1, 1, 1), (1, -1, 1), (-1, -1, 1)],
                [(1, 1, -1), (-1, 1, -1), (-1, -1, -1), (1, -1, -1)]]
-_CAPSULE, _CYLINDER, _BOX = (mujoco.mjtGeom.mjGEOM_CAPSULE, mujoco.mjtGeom.mjGEOM_CYLINDER,
-                             mujoco.mjtGeom.mjGEOM_BOX)
+_CAPSULE, _CYLINDER, _BOX, _MESH = (mujoco.mjtGeom.mjGEOM_CAPSULE, mujoco.mjtGeom.mjGEOM_CYLINDER,
+                                    mujoco.mjtGeom.mjGEOM_BOX, mujoco.mjtGeom.mjGEOM_MESH)
 
 
 def cap_polygon(pos, mat, size, top: bool):
@@ -281,6 +283,57 @@ def _geom(mjm, d, g):
     return d.geom_xpos[g].copy(), d.geom_xmat[g].reshape(3, 3).copy(), mjm.geom_size[g]
 
 
+def _mesh(mjm, d, g):
+    """World vertices and polygons [(normal, vertex ids as MuJoCo walks them: backwards)]."""
+    i = mjm.geom_dataid[g]
+    rot = d.geom_xmat[g].reshape(3, 3)
+    vert = mjm.mesh_vert[mjm.mesh_vertadr[i]:mjm.mesh_vertadr[i] + mjm.mesh_vertnum[i]]
+    world = vert.astype(float) @ rot.T + d.geom_xpos[g]
+    polys = []
+    adr = mjm.mesh_polyadr[i]
+    for f in range(mjm.mesh_polynum[i]):
+        a, k = mjm.mesh_polyvertadr[adr + f], mjm.mesh_polyvertnum[adr + f]
+        polys.append((rot @ mjm.mesh_polynormal[adr + f], list(mjm.mesh_polyvert[a:a + k][::-1])))
+    return world, polys
+
+
+def _holds(face, nrm, x) -> bool:
+    """Whether x lies in the prism of the convex polygon face along nrm."""
+    c = face.mean(0)
+    for a, b in zip(face, np.roll(face, -1, 0)):
+        side = np.cross(b - a, nrm)
+        side = -side if (c - a) @ side > 0 else side
+        if (x - a) @ side > 1e-9:
+            return False
+    return True
+
+
+def _mesh_faces(mesh, nout, witness):
+    """A mesh's candidate polygons: those at its vertex supporting it along nout; touching
+    with a face, that face (of coplanar polygons, the one holding the witness point)."""
+    world, polys = mesh
+    top = int(np.argmax(world @ nout))
+    near = [(nrm, world[ids]) for nrm, ids in polys if top in ids]
+    touch = max(nrm @ nout for nrm, _ in near) >= CYL_FACE_TOL
+    if not touch:
+        return [(nrm, f) for nrm, f in near if nrm @ nout > CYL_EDGE_TOL], touch
+    flat = [(nrm, f) for nrm, f in near if nrm @ nout >= CYL_FACE_TOL]
+    return [x for x in flat if _holds(x[1], x[0], witness)] or flat, touch
+
+
+def _mesh_edges(mesh, nout, exact):
+    """A mesh's edges at its supporting vertex (``exact``: ends at the same depth)."""
+    world, polys = mesh
+    top = int(np.argmax(world @ nout))
+    nbr = set()
+    for _, ids in polys:
+        for k, v in enumerate(ids):
+            if v == top:
+                nbr |= {ids[k - 1], ids[(k + 1) % len(ids)]}
+    return [(world[top], world[j]) for j in sorted(nbr)
+            if not exact or abs((world[j] - world[top]) @ nout) <= EXACT_EDGE]
+
+
 def _faces(t, pos, mat, size, nout):
     """[(normal, corners)] candidate faces facing nout, and whether one touches (FACE_TOL)."""
     if t == _CYLINDER:
@@ -296,7 +349,8 @@ def _faces(t, pos, mat, size, nout):
             nrm[k // 2] = 1.0 if k % 2 == 0 else -1.0
             out.append((mat @ nrm, (np.array(face) * size) @ mat.T + pos))
         touch = max(nrm @ nout for nrm, _ in out) >= CYL_FACE_TOL
-        return [(nrm, f) for nrm, f in out if nrm @ nout > CYL_EDGE_TOL], touch
+        return [(nrm, f) for nrm, f in out
+                if nrm @ nout >= (CYL_FACE_TOL if touch else CYL_EDGE_TOL)], touch
     return [], False
 
 
@@ -345,7 +399,11 @@ def cylinder_multicontact(mjm, d, epa, margin: float = 0.0, through=None):
     x1 = pos - n * dist / 2 + n * (0.5 * margin - h1)
     x2 = pos + n * dist / 2
     F1, touch1 = _faces(t1, *g1, n)
-    F2, touch2 = _faces(t2, *g2, -n)
+    if t2 == _MESH:
+        mesh2 = _mesh(mjm, d, 1)
+        F2, touch2 = _mesh_faces(mesh2, -n, x2)
+    else:
+        F2, touch2 = _faces(t2, *g2, -n)
     pairs = [(-(a[0] @ b[0]), a, b) for a in F1 for b in F2]
     best = max(pairs, key=lambda x: x[0], default=None)
     if best is not None and best[0] > CYL_FACE_TOL:
@@ -365,7 +423,9 @@ def cylinder_multicontact(mjm, d, epa, margin: float = 0.0, through=None):
         if not touch1 and F2:
             kind, E, F = "e1", _edges(t1, *g1, n, x1, False, through), F2
         elif not touch2 and F1:
-            kind, E, F = "e2", _edges(t2, *g2, -n, x2, t1 == _CYLINDER, through), F1
+            E = (_mesh_edges(mesh2, -n, False) if t2 == _MESH else
+                 _edges(t2, *g2, -n, x2, t1 == _CYLINDER, through))
+            kind, F = "e2", F1
         else:
             return single, info
         hit = None

@@ -1,32 +1,40 @@
-"""MuJoCo 4.0's single-shot multi-contact for cylinders and capsules (``multiccd``).
+"""MuJoCo 4.0's single-shot multi-contact for cylinders and capsules (``multiccd``):
+capsule-cylinder, capsule-mesh, cylinder-cylinder, cylinder-box, cylinder-mesh.
 
 Measured against mujoco 4.0.0 (``tests/multiccd_reference.py``, section "Cylinders and
 capsules"), not read from its source. GJK/EPA (``convex``) gives the normal ``n`` (geom1 ->
-geom2), the depth and the witness points; then a cylinder offers its cap facing the contact
-as a regular 16-gon (corners at radius r and multiples of 22.5 degrees from the local x axis)
-and its generator (the side line from the rim point that supports it along ``n`` to the other
-cap); a capsule offers no face, only the generator through its witness point; a box or mesh
-its faces facing the contact and the edges at its supporting vertex. In order:
+geom2), the depth and the witness points; then each geom offers candidate faces and edges:
 
-1. face-face: the cap (and the other geom's candidate face) whose normals face each other
-   within ``FACE_TOL`` (cosine 0.996): the second face is clipped (Sutherland-Hodgman) by
-   the first's side planes, points more than ``margin`` above the first face are dropped;
-   each point ``p`` gets ``x1`` = ``p`` projected onto face 1, its own depth
-   ``dist = (x1 - p) . n2``, ``x2 = x1 - dist n2``, frame normal ``-n2``; more than 4 points
-   keep the quadrilateral of MuJoCo's greedy maximal-area search (``polygon_quad``);
-2. edge-face: geom1's edge against geom2's face unless geom1 touches with a face (its cap
-   or face normal within ``FACE_TOL`` of ``n``), else geom2's edge against geom1's face
-   unless geom2 touches with a face; the edge must lie in the face within ``EDGE_TOL``
-   (``|u . n_face| < 0.0888``); it is clipped by the face's side planes, each end ``p``
-   scored by its height above the face (``dist``), points above ``margin`` dropped; frame
-   normal the face's outward normal (pointing from geom1 to geom2). A box or mesh edge
-   against a cylinder cap counts only when its two ends are at the same depth (within
-   ``EXACT_EDGE``, MuJoCo's EPA feature is then an edge, not a vertex);
+* a cylinder: its cap facing the contact as a regular 16-gon (corners at radius r and
+  multiples of 22.5 degrees from the local x axis), none when it touches with its side
+  (``|axis . n| < SIDE_EPS``); its generator from the rim point supporting it along ``n``
+  to the other cap;
+* a capsule: no face; the generator through its witness point;
+* a box or mesh: the face it touches with (normal within ``FACE_TOL`` of ``n``; of coplanar
+  mesh polygons the one holding the witness), else its faces facing ``n`` (a mesh's at its
+  supporting vertex); the edges at its supporting vertex.
+
+In order:
+
+1. face-face: two candidate faces whose normals face each other within ``FACE_TOL``
+   (cosine 0.996): the second face is clipped (Sutherland-Hodgman) by the first's side
+   planes, points higher than the margin above the first face go; each point ``p`` gets
+   ``x1`` = ``p`` projected onto face 1, its own depth ``dist = (x1 - p) . n2``,
+   ``x2 = x1 - dist n2``, frame normal ``-n2``; more than 4 points keep the quadrilateral of
+   MuJoCo's greedy maximal-area search (``polygon_quad``);
+2. edge-face: geom1's edge against geom2's face unless geom1 touches with a face, else
+   geom2's edge against geom1's face unless geom2 touches with a face; the edge must lie in
+   the face within ``EDGE_TOL`` (``|u . n_face| < 0.0888``); it is clipped by the face's side
+   planes, each end scored by its height above the face, ends above the margin dropped;
+   frame normal the face's normal pointing from geom1 to geom2. A box edge against a
+   cylinder cap counts only when its two ends are at the same depth (within
+   ``EXACT_EDGE``: MuJoCo's EPA feature is then an edge, not a corner);
 3. otherwise, or when clipping leaves nothing, the single GJK/EPA contact.
 
-A cylinder touching with its side (``|axis . n| < SIDE_EPS``) offers no cap. Static shapes:
-polygons are padded corner arrays with counts, clipping runs over a fixed capacity with masks,
-the quadrilateral search is a fixed-step ``fori_loop`` on indices.
+With a margin each geom is inflated by half of it: a capsule's witness moves with it, faces
+stay and the half margins go back on the points. Static shapes: polygons are padded corner
+arrays with counts, clipping runs over a fixed capacity with masks, the quadrilateral search
+is a fixed-step ``fori_loop`` on indices.
 """
 
 from __future__ import annotations
@@ -210,11 +218,12 @@ def _compact(x, mask, cap: int):
     return out, jp.minimum(jp.sum(mask), cap)
 
 
-def _faces(gtype, pos, mat, size, verts, table, nout):
+def _faces(gtype, pos, mat, size, verts, table, nout, witness):
     """Candidate faces of a geom facing direction ``nout`` (outward, toward the other geom).
 
     Returns corners (F, K, 3) world, counts (F,), normals (F, 3), valid (F,), and whether the
-    geom touches with a face (its best face normal within FACE_TOL of ``nout``).
+    geom touches with a face (its best face normal within FACE_TOL of ``nout``). A mesh's
+    candidates are its polygons at the vertex supporting it along ``nout``.
     """
     dt = pos.dtype
     if gtype == _G.CYLINDER:
@@ -234,15 +243,30 @@ def _faces(gtype, pos, mat, size, verts, table, nout):
         k = jp.arange(fidx.shape[1])
         # MuJoCo walks a mesh polygon backwards
         rev = jp.where(k[None] < count[:, None], count[:, None] - 1 - k[None], 0)
-        face = (verts @ mat.T + pos)[jp.take_along_axis(fidx, rev, axis=1)]
+        wv = verts @ mat.T + pos
+        face = wv[jp.take_along_axis(fidx, rev, axis=1)]
         normal = lnormal.astype(dt) @ mat.T
+        # MuJoCo's candidates are the polygons of its contact feature: here those at the
+        # supporting vertex (a mesh has polygons facing the contact far from it)
+        top = jp.argmax(wv @ nout)
+        k = jp.arange(fidx.shape[1])
+        at_top = jp.any((fidx == top) & (k[None] < count[:, None]), axis=1)
+        count = jp.where(at_top, count, 0)
     else:
         z = jp.zeros((1, 3, 3), dt)
         return (z, jp.zeros((1,), jp.int32), jp.zeros((1, 3), dt), jp.zeros((1,), bool),
                 jp.zeros((), bool))
     cosn = normal @ nout
-    valid = (count > 0) & (cosn > EDGE_TOL)
     touch = jp.max(jp.where(count > 0, cosn, -2.0)) >= FACE_TOL
+    # touching with a face, MuJoCo's feature is that face alone: of coplanar polygons (a
+    # mesh face the hull split), the one holding the witness point
+    flat = (count > 0) & (cosn >= FACE_TOL)
+    if gtype == _G.MESH:
+        side, kmask = jax.vmap(multiccd._side_planes)(face, count, normal)
+        out = jp.sum((witness[None, None] - face) * side, -1) > 1e-9
+        holds = flat & ~jp.any(out & kmask, axis=1)
+        flat = jp.where(jp.any(holds), holds, flat)
+    valid = jp.where(touch, flat, (count > 0) & (cosn > EDGE_TOL))
     return face, count, normal, valid, touch
 
 
@@ -341,8 +365,9 @@ def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2
     h2 = 0.5 * margin
     x1 = pos - n * (dist / 2) + n * (0.5 * margin - h1)
     x2 = pos + n * (dist / 2)
-    face1, cnt1, nrm1, fv1, touch1 = _faces(type1, pos1, mat1, size1, verts1, table1, n)
-    face2, cnt2, nrm2, fv2, touch2 = _faces(type2, pos2, mat2, size2, verts2, table2, -n)
+    face1, cnt1, nrm1, fv1, touch1 = _faces(type1, pos1, mat1, size1, verts1, table1, n, x1)
+    face2, cnt2, nrm2, fv2, touch2 = _faces(type2, pos2, mat2, size2, verts2, table2, -n,
+                                            x2)
     k1, k2 = face1.shape[1], face2.shape[1]
 
     # 1. face-face: the pair of candidate faces most nearly facing each other (a capsule
@@ -360,7 +385,7 @@ def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2
     # 2. edge-face: geom1's edge on geom2's face, else geom2's edge on geom1's face
     e1, ev1 = _edges(type1, pos1, mat1, size1, verts1, table1, n, x1, False)
     e2, ev2 = _edges(type2, pos2, mat2, size2, verts2, table2, -n, x2,
-                     type1 == _G.CYLINDER)
+                     type1 == _G.CYLINDER and type2 == _G.BOX)
     ok1, E1, G2, gc2, gn2 = _edge_face(e1, ev1, face2, cnt2, nrm2, fv2)
     ok2, E2, G1, gc1, gn1 = _edge_face(e2, ev2, face1, cnt1, nrm1, fv1)
     try1 = ~touch1 & jp.any(fv2)

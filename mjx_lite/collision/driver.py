@@ -8,8 +8,8 @@ is therefore by type key, not MuJoCo's pair order; compare contacts as sets. Con
 pair (``NCON``): 1 for any pair with a sphere or ellipsoid, 2 plane-capsule, 4 plane-cylinder,
 4 plane-box, 4 plane-mesh (``plane_mesh``), 2 capsule-capsule, 2 capsule-box, 8 box-box
 (``box``), 1 for the general convex solver (``convex``: GJK/EPA), 4 for box-mesh and
-mesh-mesh under multiccd (``multiccd``), 2 for capsule-cylinder and 4 for cylinder-cylinder
-and cylinder-box under multiccd (``cylinder``),
+mesh-mesh under multiccd (``multiccd``), 2 for capsule-cylinder and capsule-mesh and 4 for
+cylinder-cylinder, cylinder-box and cylinder-mesh under multiccd (``cylinder``),
 min(50, 2 * window cells) for a height field (``hfield``): the most each collider can return,
 so no contact is ever dropped (and no contact-full warning is needed).
 
@@ -46,13 +46,12 @@ normal as frame normal; with a margin, each geom inflated by half of it. Measure
 generator at its EPA vertex (off by its EPA tolerance, up to ~1e-3 in pos), where its EPA
 stops short (as for single contacts), and on symmetric faces (a cylinder standing fully on a
 face) where MuJoCo's greedy search keeps 4 of the 16 rim points by rounding: then ours are 4
-other corners of the same clipped polygon. A box or mesh corner (not an exact edge) on a cap
-gives one contact, as on 4.0.
+other corners of the same clipped polygon. A box corner (not an exact edge) on a cap gives
+one contact, as on 4.0; a mesh's candidate faces are its polygons at the supporting vertex.
 
-Capsule-mesh and cylinder-mesh under multiccd have no collider yet. Pair types without a
-collider make ``collision`` raise NotImplementedError when it is traced: a model whose geoms
-could touch that way is not simulated silently without those contacts (disable contacts, the
-pair, or multiccd to run it anyway).
+Pair types without a collider make ``collision`` raise NotImplementedError when it is traced:
+a model whose geoms could touch that way is not simulated silently without those contacts
+(disable contacts, the pair, or multiccd to run it anyway).
 """
 
 from __future__ import annotations
@@ -90,7 +89,7 @@ for _t in [(_G.SPHERE, _G.MESH), (_G.CAPSULE, _G.ELLIPSOID), (_G.ELLIPSOID, _G.E
            (_G.ELLIPSOID, _G.CYLINDER), (_G.ELLIPSOID, _G.BOX), (_G.ELLIPSOID, _G.MESH)]:
     COLLIDERS[_t] = convex.make_convex(*_t)
 # the other convex-solver pairs give one contact only with multiccd disabled (mj_maxContact);
-# with multiccd on they go to MULTI_CCD (capsule-mesh and cylinder-mesh: nowhere yet)
+# with multiccd on they go to MULTI_CCD
 SINGLE_CCD = {_t: convex.make_convex(*_t) for _t in [
     (_G.CAPSULE, _G.CYLINDER), (_G.CAPSULE, _G.MESH), (_G.CYLINDER, _G.CYLINDER),
     (_G.CYLINDER, _G.BOX), (_G.CYLINDER, _G.MESH), (_G.BOX, _G.MESH), (_G.MESH, _G.MESH)]}
@@ -98,7 +97,8 @@ SINGLE_CCD = {_t: convex.make_convex(*_t) for _t in [
 # cylinder (caps as 16-gons) or a capsule (its generator) against a face
 MULTI_CCD = {_t: multiccd.make_multiccd(*_t) for _t in [(_G.BOX, _G.MESH), (_G.MESH, _G.MESH)]}
 MULTI_CCD.update({_t: cylinder.make_cylinder_multiccd(*_t) for _t in [
-    (_G.CAPSULE, _G.CYLINDER), (_G.CYLINDER, _G.CYLINDER), (_G.CYLINDER, _G.BOX)]})
+    (_G.CAPSULE, _G.CYLINDER), (_G.CAPSULE, _G.MESH), (_G.CYLINDER, _G.CYLINDER),
+    (_G.CYLINDER, _G.BOX), (_G.CYLINDER, _G.MESH)]})
 MINVAL = 1e-15
 
 
