@@ -26,9 +26,10 @@ In order:
    geom2's edge against geom1's face unless geom2 touches with a face; the edge must lie in
    the face within ``EDGE_TOL`` (``|u . n_face| < 0.0888``); it is clipped by the face's side
    planes, each end scored by its height above the face, ends above the margin dropped;
-   frame normal the face's normal pointing from geom1 to geom2. A box edge against a
-   cylinder cap counts only when its two ends are at the same depth (within
-   ``EXACT_EDGE``: MuJoCo's EPA feature is then an edge, not a corner);
+   frame normal the face's normal pointing from geom1 to geom2. A box edge or a cylinder
+   generator against a cylinder cap (geom2's edge on geom1's cap) counts only when its two
+   ends are at the same depth (within ``EXACT_EDGE``: MuJoCo's EPA feature is then an edge,
+   not a corner; a mesh edge needs not);
 3. otherwise, or when clipping leaves nothing, the single GJK/EPA contact.
 
 With a margin each geom is inflated by half of it: a capsule's witness moves with it, faces
@@ -275,7 +276,8 @@ def _edges(gtype, pos, mat, size, verts, table, nout, witness, exact: bool):
 
     A capsule's generator through its witness point; a cylinder's generator from the rim
     point supporting it along ``nout`` to the other cap; a box's or mesh's edges at its
-    supporting vertex (with ``exact``, only those whose two ends are at the same depth).
+    supporting vertex (with ``exact``, a box's or cylinder's only where its two ends are at the
+    same depth).
     """
     dt = pos.dtype
     axis = mat[:, 2]
@@ -291,7 +293,10 @@ def _edges(gtype, pos, mat, size, verts, table, nout, witness, exact: bool):
         s = jp.where(loc[2] >= 0, 1.0, -1.0).astype(dt)
         v = mat @ jp.stack([scl * loc[0], scl * loc[1], s * size[1]]) + pos
         e = jp.stack([v, v - axis * (2 * s * size[1])])
-        return e[None], jp.ones((1,), bool)
+        valid = jp.ones((1,), bool)
+        if exact:
+            valid = valid & (jp.abs(2 * s * size[1] * jp.dot(axis, nout)) <= EXACT_EDGE)
+        return e[None], valid
     if gtype == _G.BOX:
         loc = mat.T @ nout
         sg = jp.where(loc >= 0, 1.0, -1.0).astype(dt)
@@ -385,7 +390,7 @@ def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2
     # 2. edge-face: geom1's edge on geom2's face, else geom2's edge on geom1's face
     e1, ev1 = _edges(type1, pos1, mat1, size1, verts1, table1, n, x1, False)
     e2, ev2 = _edges(type2, pos2, mat2, size2, verts2, table2, -n, x2,
-                     type1 == _G.CYLINDER and type2 == _G.BOX)
+                     type1 == _G.CYLINDER and type2 in (_G.BOX, _G.CYLINDER))
     ok1, E1, G2, gc2, gn2 = _edge_face(e1, ev1, face2, cnt2, nrm2, fv2)
     ok2, E2, G1, gc1, gn1 = _edge_face(e2, ev2, face1, cnt1, nrm1, fv1)
     try1 = ~touch1 & jp.any(fv2)
