@@ -46,8 +46,9 @@ normal as frame normal; with a margin, each geom inflated by half of it. Measure
 generator at its EPA vertex (off by its EPA tolerance, up to ~1e-3 in pos), where its EPA
 stops short (as for single contacts), and on symmetric faces (a cylinder standing fully on a
 face) where MuJoCo's greedy search keeps 4 of the 16 rim points by rounding: then ours are 4
-other corners of the same clipped polygon. A box corner (not an exact edge) on a cap gives
-one contact, as on 4.0; a mesh's candidate faces are its polygons at the supporting vertex.
+other corners of the same clipped polygon. A box corner (not an exact edge) or a tilted
+cylinder lying on a cylinder's cap gives one contact, as on 4.0; a mesh's candidate faces
+are its polygons at the supporting vertex.
 
 Pair types without a collider make ``collision`` raise NotImplementedError when it is traced:
 a model whose geoms could touch that way is not simulated silently without those contacts
