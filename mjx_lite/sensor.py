@@ -265,7 +265,7 @@ def _geom_distance(m: Model, d: Data, ids: np.ndarray):
     size = jp.asarray(m.geom_size, dtype)
     for key in sorted({(int(gtype[a]), int(gtype[b])) for a, b in zip(g1, g2)}):
         rows = np.nonzero((gtype[g1] == key[0]) & (gtype[g2] == key[1]))[0]
-        fn = driver.collider(m, key)
+        fn = driver.collider(m, key, single=True)
         if fn is None or GeomType.HFIELD in key:  # height fields collide as prism sets
             raise NotImplementedError(
                 "distance/normal/fromto sensor: no distance function for "

@@ -469,3 +469,23 @@ def test_acceptance():
     text = ACCEPTANCE_FILE.read_text() if ACCEPTANCE_FILE.exists() else ""
     keep = text.split("\n" + SECTION)[0].rstrip("\n")
     ACCEPTANCE_FILE.write_text((keep + "\n\n" if keep else "") + "\n".join(lines) + "\n")
+
+
+def test_distance_sensor_single_contact():
+    """Distance, normal and fromto sensors on a capsule tilted over a cylinder cap use the
+    one-contact GJK/EPA distance (mj_geomDistance), not the multi-contact points."""
+    from mjx_lite import sensor
+
+    xml = """<mujoco><option><flag gravity="disable"/></option><worldbody>
+      <body><freejoint/><geom name="cyl" type="cylinder" size=".1 .1"/></body>
+      <body pos="0.03 0.01 0.13" euler="0 92 0"><freejoint/>
+        <geom name="cap" type="capsule" size=".02 .05"/></body></worldbody>
+      <sensor><distance geom1="cap" geom2="cyl" cutoff="0.5"/>
+        <normal geom1="cap" geom2="cyl" cutoff="0.5"/>
+        <fromto geom1="cap" geom2="cyl" cutoff="0.5"/></sensor></mujoco>"""
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_forward(mjm, mjd)
+    m = interop.model_from_mujoco(mjm)
+    d = sensor.sensor_pos(m, interop.data_from_mujoco(mjm, mjd, m))
+    np.testing.assert_allclose(np.asarray(d.sensordata), mjd.sensordata, atol=1e-8)

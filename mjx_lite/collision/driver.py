@@ -107,16 +107,17 @@ MINVAL = 1e-15
 HFIELD_PARTNERS = (_G.SPHERE, _G.CAPSULE, _G.ELLIPSOID, _G.CYLINDER, _G.BOX, _G.MESH)
 
 
-def collider(m: Model, types, grp: PairGroup | None = None):
+def collider(m: Model, types, grp: PairGroup | None = None, single: bool = False):
     """The collider for a (type1, type2) key under the model's flags, or None. Height-field
     colliders depend on the group (their static prism window): ``grp`` builds the real one,
-    without it a stand-in with one cell tells only that a collider exists."""
+    without it a stand-in with one cell tells only that a collider exists. ``single``: the
+    one-contact GJK/EPA collider even under multiccd (distance sensors: mj_geomDistance)."""
     types = tuple(int(t) for t in types)
     if types[0] == _G.HFIELD and types[1] in HFIELD_PARTNERS:
         return hfield.make_hfield(types[1], _hfield_window(m, grp) if grp else (1, 1))
     if types in COLLIDERS:
         return COLLIDERS[types]
-    if m.opt.disableflags & DisableBit.MULTICCD:
+    if single or m.opt.disableflags & DisableBit.MULTICCD:
         return SINGLE_CCD.get(types)
     return MULTI_CCD.get(types)
 
