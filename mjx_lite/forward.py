@@ -320,7 +320,14 @@ def _euler_qacc(m: Model, d: Data) -> jax.Array:
         return d.qacc
     qh = d.qM + m.opt.timestep * jp.diag(_euler_damping(m, d))
     c = jax.scipy.linalg.cho_factor(qh)
-    return jax.scipy.linalg.cho_solve(c, d.qfrc_smooth + d.qfrc_constraint)
+    solved = jax.scipy.linalg.cho_solve(c, d.qfrc_smooth + d.qfrc_constraint)
+    # mj_Euler solves again only when the model has damping; otherwise it integrates qacc as
+    # the solver left it (a solve stopped at its tolerance has M qacc != qfrc_smooth +
+    # qfrc_constraint, so re-solving would move qvel by up to ~1e-5 from MuJoCo's)
+    damped = jp.any(m.dof_damping > 0) | jp.any(m.dof_dampingpoly != 0)
+    if m.nu:
+        damped = damped | jp.any(m.actuator_damping > 0) | jp.any(m.actuator_dampingpoly != 0)
+    return jp.where(damped, solved, d.qacc)
 
 
 _RK4_A = ((0.5, 0.0, 0.0), (0.0, 0.5, 0.0), (0.0, 0.0, 1.0))
