@@ -166,17 +166,11 @@ def check_pos_vel(m: Model, d: Data) -> Data:
     """``check_vel(m, check_pos(m, d))`` with one select over the Data instead of two: a
     reset for a bad qpos leaves qvel zero, so at most one of the two resets happens, and the
     two reset states differ only in which warning counts."""
-    bad_pos, bad_vel = is_bad(d.qpos), is_bad(d.qvel)
     if m.opt.disableflags & DisableBit.AUTORESET:
-        add = jp.zeros(d.warning_count.shape, jp.int32)
-        add = add.at[WARN_BADQPOS].set(bad_pos.astype(jp.int32))
-        add = add.at[WARN_BADQVEL].set(bad_vel.astype(jp.int32))
-        return d.replace(warning_count=d.warning_count + add)
-    fresh = reset_data(m, d, WARN_BADQPOS)
+        return check_vel(m, check_pos(m, d))  # counts only, no select
+    bad_pos = is_bad(d.qpos)
     which = jp.where(bad_pos, WARN_BADQPOS, WARN_BADQVEL)
-    fresh = fresh.replace(warning_count=jp.zeros_like(fresh.warning_count).at[which].set(1))
-    bad = bad_pos | bad_vel
-    return jax.tree.map(lambda new, cur: jp.where(bad, new, cur), fresh, d)
+    return reset_where(m, d, bad_pos | is_bad(d.qvel), which)
 
 
 def check_acc(m: Model, d: Data, reforward) -> Data:

@@ -197,16 +197,7 @@ def clip_edge(face, cnt, normal, a, b):
     clips an edge: a closed two-corner polygon, so an end cut by a side plane comes out
     twice. Returns the ends (2, 3), their multiplicities (2,) (0 where the edge misses the
     prism, 1 for an original end, 2 for a cut one)."""
-    side, kmask = multiccd._side_planes(face, cnt, normal)
-    da = jp.sum((a - face) * side, -1)
-    db = jp.sum((b - face) * side, -1)
-    out_a, out_b = da > 0, db > 0
-    cross = kmask & (out_a != out_b)
-    t = da / jp.where(cross, da - db, 1.0)
-    lo = jp.max(jp.where(cross & out_a, t, 0.0))
-    hi = jp.min(jp.where(cross & out_b, t, 1.0))
-    empty = jp.any(kmask & out_a & out_b) | (lo > hi)
-    pts = jp.stack([a + lo * (b - a), a + hi * (b - a)])
+    pts, lo, hi, empty = multiccd.clip_interval(face, cnt, normal, a, b)
     mult = jp.where(empty, 0, 1 + jp.stack([lo > 0, hi < 1]).astype(jp.int32))
     return pts, mult
 

@@ -151,9 +151,9 @@ def clip_polygon(face, cnt, normal, subject, scnt, cap: int):
     return pts, n
 
 
-def clip_segment(face, cnt, normal, a, b):
-    """The part of segment ab inside the prism of polygon ``face`` along ``normal``: (2, 3)
-    end points and their count (0, 1 or 2; 1 where the ends coincide)."""
+def clip_interval(face, cnt, normal, a, b):
+    """The part of segment ab inside the prism of polygon ``face`` along ``normal``: its
+    (2, 3) end points, their parameters lo, hi along ab, and whether it is empty."""
     side, kmask = _side_planes(face, cnt, normal)
     da = jp.sum((a - face) * side, -1)
     db = jp.sum((b - face) * side, -1)
@@ -164,6 +164,13 @@ def clip_segment(face, cnt, normal, a, b):
     hi = jp.min(jp.where(cross & out_b, t, 1.0))
     empty = jp.any(kmask & out_a & out_b) | (lo > hi)
     pts = jp.stack([a + lo * (b - a), a + hi * (b - a)])
+    return pts, lo, hi, empty
+
+
+def clip_segment(face, cnt, normal, a, b):
+    """The part of segment ab inside the prism of polygon ``face`` along ``normal``: (2, 3)
+    end points and their count (0, 1 or 2; 1 where the ends coincide)."""
+    pts, _, _, empty = clip_interval(face, cnt, normal, a, b)
     same = jp.sum((pts[1] - pts[0]) ** 2) <= 1e-24
     return pts, jp.where(empty, 0, jp.where(same, 1, 2))
 
