@@ -549,7 +549,7 @@ def make_constraint(m: Model, d: Data, contact=None) -> Data:
         d = d.replace(contact=con.replace(
             efc_address=jp.where(slot_active, start, -1).astype(jp.int32),
             mu=jp.where(frictional, contact_mu(m, con), con.mu)))
-    return d.replace(
+    d = d.replace(
         efc_type=rows["type"], efc_id=rows["id"],
         efc_J=jp.where(active[:, None], rows["J"], 0.0),
         efc_pos=jp.where(active, rows["pos"], 0.0),
@@ -557,6 +557,10 @@ def make_constraint(m: Model, d: Data, contact=None) -> Data:
         efc_frictionloss=jp.where(active, rows["frictionloss"], 0.0),
         efc_diagA=jp.where(active, diag_a, 0.0), efc_KBIP=jp.where(active[:, None], kbip, 0.0),
         efc_D=jp.where(active, 1.0 / r, 0.0), efc_R=r, efc_active=active)
+    # as mj_fwdPosition runs mj_island right after mj_makeConstraint
+    from mjx_lite import island  # noqa: PLC0415 (island builds on RowPlan)
+
+    return island.island(m, d)
 
 
 # ------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import numpy as np
 from mjx_lite.collision.driver import contact_budget
 from mjx_lite.collision.types import Contact
 from mjx_lite.constraint import nefc_budget
-from mjx_lite.types import Data, Model
+from mjx_lite.types import NISLAND, Data, Model
 
 _N_WARNING = 7  # mjNWARNING in MuJoCo 4.0 (mjWARN_VGEOMFULL is gone)
 
@@ -94,7 +94,11 @@ def make_data(m: Model) -> Data:
         cfrc_int=zeros(nb, 6),
         cfrc_ext=zeros(nb, 6),
         energy=zeros(2),
-        solver_niter=jp.zeros((), dtype=jp.int32),
+        solver_niter=jp.zeros(NISLAND, dtype=jp.int32),
+        nisland=jp.zeros((), dtype=jp.int32),
+        tree_island=jp.full(m.ntree, -1, dtype=jp.int32),
+        dof_island=jp.full(nv, -1, dtype=jp.int32),
+        efc_island=jp.full(nefc, -1, dtype=jp.int32),
         warning_count=jp.zeros(_N_WARNING, dtype=jp.int32),
         # constraint rows: the static budget of constraint.nefc_budget (contact slots included)
         efc_type=jp.zeros(nefc, dtype=jp.int32),

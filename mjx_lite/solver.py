@@ -23,8 +23,13 @@ projected minimizer, elliptic contacts a ray update then a QCQP on their frictio
 and sweeps are accelerated by Nesterov momentum with adaptive gradient restart. Iterates,
 ``solver_niter`` and forces match MuJoCo's to rounding, not only at convergence.
 
-All solvers scale their termination tests by 1 / trace(qM) of the current state (MuJoCo 4.0;
-our solve has no islands, which matches MuJoCo with islands disabled).
+Islands (MuJoCo 4.0, on unless the ``island`` disable bit is set; see ``island.py``): every
+solver treats each island as its own problem, with its own line search step, conjugate
+direction, momentum, termination test and iteration count (``solver_niter[island]``); dofs in
+no island keep qacc_smooth. The islands run side by side in one fixed-shape loop, a converged
+island frozen by a mask. Termination tests are scaled by 1 / (the island's share of the trace
+of the current qM), MuJoCo 4.0's scale (no longer stat.meaninertia); islands disabled, one
+island holds every dof.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite import smooth
+from mjx_lite import island, smooth
 from mjx_lite.constraint import (
     CONE,
     CONTACT_ELLIPTIC,
@@ -45,7 +50,7 @@ from mjx_lite.constraint import (
     contact_mu,
 )
 from mjx_lite.dataclasses import PyTreeNode
-from mjx_lite.types import Data, DisableBit, Model, SolverType
+from mjx_lite.types import NISLAND, Data, DisableBit, Model, SolverType
 
 __all__ = ["solve", "residual", "hessian", "Context", "constraint_cost"]
 
@@ -53,8 +58,9 @@ __all__ = ["solve", "residual", "hessian", "Context", "constraint_cost"]
 class Context(PyTreeNode):
     """Primal solver state (one iterate).
 
-    Fields: qacc (nv,), Ma (nv,) = M qacc, jar (nefc,) = J qacc - aref, cost (), grad (nv,),
-    Mgrad (nv,) preconditioned gradient, search (nv,), done () bool, niter () int.
+    Fields: qacc (nv,), Ma (nv,) = M qacc, jar (nefc,) = J qacc - aref, cost (K,) per island,
+    grad (nv,), Mgrad (nv,) preconditioned gradient, search (nv,), done (K,) bool, niter (K,)
+    int; K island slots (one when islands are disabled).
     """
 
     qacc: jax.Array
@@ -104,8 +110,8 @@ def _safe_sqrt(x):
 def _row_update(m: Model, d: Data, p: RowPlan, cone: _Cone | None, jar: jax.Array):
     """efc_force, efc_state and the penalty s(jar) (mj_constraintUpdate).
 
-    Returns (force, state, cost, quadratic-row mask, cone slots in the middle zone, cone data
-    for the Hessian).
+    Returns (force, state, per-row cost (an elliptic contact's on its first row), quadratic-row
+    mask, cone slots in the middle zone, cone data for the Hessian).
     """
     dd, r, floss = d.efc_D, d.efc_R, d.efc_frictionloss
     ne, nf = p.ne, p.nf
@@ -164,7 +170,7 @@ def _row_update(m: Model, d: Data, p: RowPlan, cone: _Cone | None, jar: jax.Arra
                                          quad[s0:].reshape(p.ncon, w)).ravel())
         hcone = (u0, ut, t, dm)
     state = jp.where(d.efc_active, state, SATISFIED)
-    return force, state, jp.sum(cost_rows), quad, middle, hcone
+    return force, state, cost_rows, quad, middle, hcone
 
 
 def _cone_hessian(cone: _Cone, middle, hcone):
@@ -200,19 +206,13 @@ def _hessian(m: Model, d: Data, p: RowPlan, cone, quad, middle, hcone):
 _MINVAL = 1e-15  # mjMINVAL
 
 
-def _scale(d: Data):
-    # MuJoCo 4.0 scales the termination tests by the trace of the current inertia matrix
-    # (of the whole model: our solvers have no islands), no longer by stat.meaninertia
-    return 1.0 / jp.maximum(_MINVAL, jp.trace(d.qM))
-
-
 def constraint_cost(m: Model, d: Data, qacc: jax.Array) -> jax.Array:
     """The reduced primal cost at qacc (Computation, "Reduced primal problem")."""
     p = _plan(m, d)
     jar = d.efc_J @ qacc - d.efc_aref
     _, _, s, _, _, _ = _row_update(m, d, p, _cone(m, d, p), jar)
     ma = d.qM @ qacc
-    return 0.5 * jp.dot(qacc - d.qacc_smooth, ma - d.qfrc_smooth) + s
+    return 0.5 * jp.dot(qacc - d.qacc_smooth, ma - d.qfrc_smooth) + jp.sum(s)
 
 
 def residual(m: Model, d: Data, qacc: jax.Array) -> jax.Array:
@@ -236,11 +236,32 @@ def hessian(m: Model, d: Data, qacc: jax.Array) -> jax.Array:
 # primal solvers
 
 
-def _evaluate(m, d, p, cone, qacc, ma, jar, newton: bool):
+class _Islands(PyTreeNode):
+    """Island membership for the primal solvers: dof (nv, K) and efc (nefc, K) one-hot (rows
+    of zeros outside every island), scale (K,) = 1 / the island's share of trace(qM) (MuJoCo
+    4.0's termination scale), empty (K,) island slots without dofs."""
+
+    dof: jax.Array
+    efc: jax.Array
+    scale: jax.Array
+    empty: jax.Array
+
+
+def _islands(m: Model, d: Data) -> _Islands:
+    dof, efc = island.membership(m, d)
+    inertia = jp.diagonal(d.qM) @ dof
+    return _Islands(dof=dof, efc=efc, scale=1.0 / jp.maximum(_MINVAL, inertia),
+                    empty=jp.sum(dof, 0) == 0)
+
+
+def _evaluate(m, d, p, cone, isl: _Islands, qacc, ma, jar, newton: bool):
+    """Per-island cost (K,), gradient and preconditioned gradient at qacc."""
     force, _, s, quad, middle, hcone = _row_update(m, d, p, cone, jar)
-    cost = 0.5 * jp.dot(qacc - d.qacc_smooth, ma - d.qfrc_smooth) + s
+    gauss = 0.5 * (qacc - d.qacc_smooth) * (ma - d.qfrc_smooth)
+    cost = gauss @ isl.dof + s @ isl.efc
     grad = ma - d.qfrc_smooth - d.efc_J.T @ force
     if newton:
+        # islands are blocks of H (rows couple only trees of one island): one solve serves all
         h = _hessian(m, d, p, cone, quad, middle, hcone)
         mgrad = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(h), grad)
     else:
@@ -248,17 +269,19 @@ def _evaluate(m, d, p, cone, qacc, ma, jar, newton: bool):
     return cost, grad, mgrad
 
 
-def _linesearch(m, d, p, cone, ctx: Context):
-    """Exact line search on the piecewise-quadratic cost: ls_iterations safeguarded 1-D
-    Newton steps (bracketed, bisection when Newton leaves the bracket)."""
+def _linesearch(m, d, p, cone, isl: _Islands, ctx: Context):
+    """Exact line search on the piecewise-quadratic cost, one step length per island:
+    ls_iterations safeguarded 1-D Newton steps (bracketed, bisection when Newton leaves the
+    bracket). Islands share no row, so each island's cost depends on its own step only and
+    one forward-mode pass with a unit tangent gives every island's derivatives."""
     srch = ctx.search
     v = d.efc_J @ srch
     mv = d.qM @ srch
-    g1 = jp.dot(srch, ctx.Ma - d.qfrc_smooth)
-    g2 = jp.dot(srch, mv)
+    g1 = (srch * (ctx.Ma - d.qfrc_smooth)) @ isl.dof
+    g2 = (srch * mv) @ isl.dof
 
     def cost1(alpha):
-        s = _row_update(m, d, p, cone, ctx.jar + alpha * v)[2]
+        s = _row_update(m, d, p, cone, ctx.jar + (isl.efc @ alpha) * v)[2] @ isl.efc
         return alpha * g1 + 0.5 * alpha * alpha * g2 + s
 
     def derivs(alpha):
@@ -266,11 +289,13 @@ def _linesearch(m, d, p, cone, ctx: Context):
         d1, d2 = jax.jvp(d1f, (alpha,), (jp.ones_like(alpha),))
         return d1, d2
 
+    k = isl.scale.shape[0]
     dtype = ctx.qacc.dtype
-    gtol = m.opt.tolerance * m.opt.ls_tolerance * jp.linalg.norm(srch) / _scale(d)
-    d1, d2 = derivs(jp.zeros((), dtype))
+    snorm = _safe_sqrt((srch * srch) @ isl.dof)
+    gtol = m.opt.tolerance * m.opt.ls_tolerance * snorm / isl.scale
+    d1, d2 = derivs(jp.zeros(k, dtype))
     alpha = jp.maximum(-d1 / jp.maximum(d2, 1e-30), 0.0)
-    lo, hi = jp.zeros((), dtype), jp.full((), jp.inf, dtype)
+    lo, hi = jp.zeros(k, dtype), jp.full(k, jp.inf, dtype)
     done = jp.abs(d1) <= gtol
 
     def body(carry, _):
@@ -292,68 +317,82 @@ def _linesearch(m, d, p, cone, ctx: Context):
     return alpha, v, mv
 
 
-def _primal_step(m, d, p, cone, newton: bool, ctx: Context) -> Context:
-    alpha, v, mv = _linesearch(m, d, p, cone, ctx)
-    qacc = ctx.qacc + alpha * ctx.search
-    ma = ctx.Ma + alpha * mv
-    jar = ctx.jar + alpha * v
-    cost, grad, mgrad = _evaluate(m, d, p, cone, qacc, ma, jar, newton)
+def _primal_step(m, d, p, cone, isl: _Islands, newton: bool, ctx: Context) -> Context:
+    alpha, v, mv = _linesearch(m, d, p, cone, isl, ctx)
+    a_dof = isl.dof @ alpha
+    qacc = ctx.qacc + a_dof * ctx.search
+    ma = ctx.Ma + a_dof * mv
+    jar = ctx.jar + (isl.efc @ alpha) * v
+    cost, grad, mgrad = _evaluate(m, d, p, cone, isl, qacc, ma, jar, newton)
     if newton:
         search = -mgrad
     else:
         # Hager-Zhang conjugate direction (MuJoCo 4.0 CG), clipped at 0 to restart
         y, my = grad - ctx.grad, mgrad - ctx.Mgrad
-        dy = jp.dot(ctx.search, y)
+        dy = (ctx.search * y) @ isl.dof
         dy_ok = jp.abs(dy) > 1e-30
         dys = jp.where(dy_ok, dy, 1.0)
-        beta = (jp.dot(my, grad) - 2 * jp.dot(y, my) * jp.dot(ctx.search, grad) / dys) / dys
+        beta = ((my * grad) @ isl.dof
+                - 2 * ((y * my) @ isl.dof) * ((ctx.search * grad) @ isl.dof) / dys) / dys
         beta = jp.where(dy_ok, jp.maximum(beta, 0.0), 0.0)
-        search = -mgrad + beta * ctx.search
-    scale = _scale(d)
-    improvement = scale * (ctx.cost - cost)
-    gradient = scale * jp.linalg.norm(grad)
+        search = -mgrad + (isl.dof @ beta) * ctx.search
+    improvement = isl.scale * (ctx.cost - cost)
+    gradient = isl.scale * _safe_sqrt((grad * grad) @ isl.dof)
     tol = m.opt.tolerance
     done = (improvement < tol) | (gradient < tol)
     if newton:
         # Newton decrement 0.5 g' H^-1 g: the predicted improvement of the next iteration
-        done = done | (scale * 0.5 * jp.dot(grad, mgrad) < tol)
+        done = done | (isl.scale * 0.5 * ((grad * mgrad) @ isl.dof) < tol)
     new = Context(qacc=qacc, Ma=ma, jar=jar, cost=cost, grad=grad, Mgrad=mgrad,
                   search=search, done=done, niter=ctx.niter + 1)
-    return jax.tree_util.tree_map(lambda o, n: jp.where(ctx.done, o, n), ctx, new)
+    # islands that have converged keep their iterate; dofs and rows in no island never move
+    running = (~ctx.done).astype(isl.dof.dtype)
+    keep_dof = (isl.dof @ running) < 0.5
+    keep_efc = (isl.efc @ running) < 0.5
+    keep = Context(qacc=keep_dof, Ma=keep_dof, jar=keep_efc, cost=ctx.done, grad=keep_dof,
+                   Mgrad=keep_dof, search=keep_dof, done=ctx.done, niter=ctx.done)
+    return jax.tree_util.tree_map(lambda k, o, n: jp.where(k, o, n), keep, ctx, new)
 
 
-def _init(m: Model, d: Data, p: RowPlan, cone, newton: bool) -> Context:
+def _init(m: Model, d: Data, p: RowPlan, cone, isl: _Islands, newton: bool) -> Context:
     def at(qacc):
         ma = d.qM @ qacc
         jar = d.efc_J @ qacc - d.efc_aref
         return qacc, ma, jar
 
-    qacc, ma, jar = at(d.qacc_smooth)
+    qacc = d.qacc_smooth
     if not m.opt.disableflags & DisableBit.WARMSTART:
-        # start from the warmstart unless the unconstrained acceleration costs less
+        # start from the warmstart unless the unconstrained acceleration costs less (compared
+        # over the whole model, before islands)
         qw, maw, jarw = at(d.qacc_warmstart)
         cw = (0.5 * jp.dot(qw - d.qacc_smooth, maw - d.qfrc_smooth)
-              + _row_update(m, d, p, cone, jarw)[2])
-        cs = _row_update(m, d, p, cone, jar)[2]
-        use = cw < cs
-        qacc, ma, jar = (jp.where(use, a, b) for a, b in ((qw, qacc), (maw, ma), (jarw, jar)))
-    cost, grad, mgrad = _evaluate(m, d, p, cone, qacc, ma, jar, newton)
-    scale = _scale(d)
+              + jp.sum(_row_update(m, d, p, cone, jarw)[2]))
+        cs = jp.sum(_row_update(m, d, p, cone, d.efc_J @ d.qacc_smooth - d.efc_aref)[2])
+        qacc = jp.where(cw < cs, qw, d.qacc_smooth)
+    if island.islands_enabled(m):
+        # dofs in no island are unconstrained: qacc_smooth
+        qacc = jp.where(jp.sum(isl.dof, 1) > 0, qacc, d.qacc_smooth)
+    qacc, ma, jar = at(qacc)
+    cost, grad, mgrad = _evaluate(m, d, p, cone, isl, qacc, ma, jar, newton)
     # duality-gap certificate (MuJoCo 4.0): 0.5 g' M^-1 g bounds the suboptimality
     mg = mgrad if not newton else smooth.solve_m(m, d, grad)
-    cert = scale * 0.5 * jp.dot(grad, mg) < m.opt.tolerance
+    cert = isl.scale * 0.5 * ((grad * mg) @ isl.dof) < m.opt.tolerance
     if newton:
-        cert = cert & (scale * jp.linalg.norm(grad) < m.opt.tolerance)
+        cert = cert & (isl.scale * _safe_sqrt((grad * grad) @ isl.dof) < m.opt.tolerance)
+    k = isl.scale.shape[0]
     return Context(qacc=qacc, Ma=ma, jar=jar, cost=cost, grad=grad, Mgrad=mgrad,
-                   search=-mgrad, done=cert | (p.nefc == 0), niter=jp.zeros((), jp.int32))
+                   search=-mgrad, done=cert | isl.empty | (p.nefc == 0),
+                   niter=jp.zeros(k, jp.int32))
 
 
 def _solve_primal(m: Model, d: Data, p: RowPlan, newton: bool, loop: str) -> Context:
     cone = _cone(m, d, p)
-    ctx = _init(m, d, p, cone, newton)
-    step = lambda c: _primal_step(m, d, p, cone, newton, c)  # noqa: E731
+    isl = _islands(m, d)
+    ctx = _init(m, d, p, cone, isl, newton)
+    step = lambda c: _primal_step(m, d, p, cone, isl, newton, c)  # noqa: E731
     if loop == "early_exit":
-        cond = lambda c: (~c.done) & (c.niter < m.opt.iterations)  # noqa: E731
+        # islands iterate in lockstep: a running island has done max(niter) iterations
+        cond = lambda c: jp.any(~c.done) & (jp.max(c.niter) < m.opt.iterations)  # noqa: E731
         return jax.lax.while_loop(cond, step, ctx)
     ctx, _ = jax.lax.scan(lambda c, _: (step(c), None), ctx, None, length=m.opt.iterations)
     return ctx
@@ -578,8 +617,11 @@ def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
     Nesterov momentum with adaptive restart (O'Donoghue and Candes): from the third sweep
     after a (re)start, the sweep starts at x_k + (k - 1) / (k + 2) (x_k - x_{k-1}), projected
     into Omega; the momentum count k restarts at 0 when the sweep's step from that point goes
-    against the extrapolation. A sweep counts as an iteration; the solve stops once the cost
-    improvement of a sweep, scaled by 1 / trace(M), falls below ``tolerance``.
+    against the extrapolation. A sweep counts as an iteration; an island stops once the cost
+    improvement of its sweep, scaled by its termination scale, falls below ``tolerance``.
+    Islands are solved side by side: each has its own generator, permutation, momentum and
+    count, and since no row couples two islands, visiting one island's units after another's
+    is the same as solving them one at a time.
     """
     minv_jt = smooth.solve_m(m, d, d.efc_J.T)  # (nv, nefc)
     ar = d.efc_J @ minv_jt + jp.diag(d.efc_R)
@@ -600,9 +642,14 @@ def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
     dual = _Dual(ar=ar, b=b, act=act, unit_start=jp.asarray(starts, jp.int32),
                  unit_block=jp.asarray(unit_block), friction=friction)
     unit_active = act[starts]
-    nactive = jp.sum(unit_active).astype(jp.int32)
-    # the active units in MuJoCo's row order, the list the permutation indexes: equality,
-    # friction and limit rows as laid out, contacts in MuJoCo's contact order
+    # island of each unit and row; the monolithic solve is island 0
+    isl = _islands(m, d)
+    nisl = isl.scale.shape[0]
+    row_island = jp.argmax(isl.efc, axis=1).astype(jp.int32)
+    unit_island = row_island[starts]
+    # each island's active units in MuJoCo's row order, the list its permutation indexes:
+    # equality, friction and limit rows as laid out, contacts in MuJoCo's contact order;
+    # islands one after the other
     unit_key = jp.arange(nunit, dtype=jp.int32)
     if p.nc:
         s0 = p.ne + p.nf + p.nl
@@ -611,9 +658,11 @@ def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
         within = jp.asarray(np.arange(nunit - s0) % per_slot, jp.int32)
         slot = (np.arange(nunit - s0) // per_slot).astype(np.int32)
         unit_key = unit_key.at[s0:].set(s0 + rank[slot] * per_slot + within)
-    unit_key = jp.where(unit_active, unit_key, nunit + unit_key)
+    unit_key = jp.where(unit_active, unit_island, nisl) * (2 * nunit) + unit_key
     active_units = jp.argsort(unit_key).astype(jp.int32)
-    scale = _scale(d)
+    nactive = jax.ops.segment_sum(unit_active.astype(jp.int32), unit_island, nisl)
+    ends = jp.cumsum(nactive)
+    offset = ends - nactive
 
     def dual_cost(f):
         return 0.5 * f @ ar @ f + f @ b
@@ -628,14 +677,16 @@ def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
         f, prev, k, perm, rng, done, it = carry
         # momentum: extrapolate from the third sweep after a (re)start, then project
         beta = (k - 1).astype(b.dtype) / (k + 2).astype(b.dtype)
-        extrapolate = (it > 0) & (beta > 0)
-        y = jp.where(extrapolate, _dual_project(p, d, dual, f + beta * (f - prev)), f)
+        extrapolate = ((it > 0) & (beta > 0))[row_island]
+        y = f + beta[row_island] * (f - prev)
+        y = jp.where(extrapolate, _dual_project(p, d, dual, y), f)
         y = jp.where(act, y, 0.0)
-        perm, rng = _shuffle(perm, rng, nactive)
+        perm, rng = jax.vmap(_shuffle)(perm, rng, nactive)
 
         def visit(carry, q):
             f, improvement = carry
-            unit = active_units[perm[q]]
+            i = jp.minimum(jp.searchsorted(ends, q, side="right"), nisl - 1)
+            unit = active_units[offset[i] + perm[i, q - offset[i]]]
             if blocks:
                 fn, change = jax.lax.cond(
                     dual.unit_block[unit],
@@ -643,23 +694,31 @@ def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
                     lambda f: _scalar_update(p, d, dual, f, dual.unit_start[unit]), f)
             else:
                 fn, change = _scalar_update(p, d, dual, f, dual.unit_start[unit])
-            ok = q < nactive
-            return (jp.where(ok, fn, f), improvement - jp.where(ok, change, 0.0)), None
+            ok = (q < ends[-1]) & ~done[i]
+            return (jp.where(ok, fn, f), improvement.at[i].add(-jp.where(ok, change, 0.0))), None
 
-        (fn, improvement), _ = jax.lax.scan(visit, (y, jp.zeros((), b.dtype)),
+        (fn, improvement), _ = jax.lax.scan(visit, (y, jp.zeros(nisl, b.dtype)),
                                             jp.arange(nunit))
         # adaptive restart: the step from y goes against the extrapolation y - x_k
-        restart = jp.sum((fn - y) * (y - f)) < 0
+        restart = ((fn - y) * (y - f)) @ isl.efc < 0
         kn = jp.where(restart, 0, k + 1)
-        conv = scale * improvement < m.opt.tolerance
+        conv = isl.scale * improvement < m.opt.tolerance
         new = (fn, f, kn, perm, rng, done | conv, it + 1)
-        return jax.tree_util.tree_map(lambda o, x: jp.where(done, o, x), carry, new)
+        # converged islands keep their forces and counters
+        keep_row = done[row_island]
+        return (jp.where(keep_row, f, fn), jp.where(keep_row, prev, f)) + tuple(
+            jax.tree_util.tree_map(
+                lambda o, x: jp.where(done.reshape(done.shape + (1,) * (o.ndim - 1)), o, x),
+                carry[2:], new[2:]))
 
-    rng = (jp.zeros((), jp.uint32), jp.ones((), jp.uint32))
-    carry = (f0, f0, jp.zeros((), jp.int32), jp.arange(nunit, dtype=jp.int32), rng,
-             nactive == 0, jp.zeros((), jp.int32))
+    # every island shuffles with its own generator, seeded alike
+    rng = (jp.zeros(nisl, jp.uint32), jp.ones(nisl, jp.uint32))
+    perm = jp.tile(jp.arange(nunit, dtype=jp.int32), (nisl, 1))
+    carry = (f0, f0, jp.zeros(nisl, jp.int32), perm, rng, nactive == 0,
+             jp.zeros(nisl, jp.int32))
     if loop == "early_exit":
-        carry = jax.lax.while_loop(lambda c: (~c[5]) & (c[6] < m.opt.iterations), sweep, carry)
+        carry = jax.lax.while_loop(
+            lambda c: jp.any(~c[5]) & (jp.max(c[6]) < m.opt.iterations), sweep, carry)
     else:
         carry, _ = jax.lax.scan(lambda c, _: (sweep(c), None), carry, None,
                                 length=m.opt.iterations)
@@ -710,6 +769,12 @@ def _solve_implicit(m: Model, d: Data, loop: str):
     return run(m, d)
 
 
+def _niter_out(niter: jax.Array) -> jax.Array:
+    """solver_niter as mjData keeps it: (mjNISLAND,), one count per island."""
+    niter = jp.atleast_1d(niter).astype(jp.int32)[:NISLAND]
+    return jp.zeros(NISLAND, jp.int32).at[: niter.shape[0]].set(niter)
+
+
 def solve(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") -> Data:
     """Constraint forces and accelerations (mj_fwdConstraint): qacc, qfrc_constraint,
     efc_force, efc_state, solver_niter.
@@ -729,7 +794,7 @@ def solve(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") ->
     p = _plan(m, d)
     if p.nefc == 0:
         return d.replace(qacc=d.qacc_smooth, qfrc_constraint=jp.zeros_like(d.qacc_smooth),
-                         solver_niter=jp.zeros((), jp.int32))
+                         solver_niter=jp.zeros(NISLAND, jp.int32))
     jar = None
     if adjoint == "implicit":
         qacc, niter = _solve_implicit(m, d, loop)
@@ -738,8 +803,7 @@ def solve(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") ->
         jar = d.efc_J @ qacc - d.efc_aref
         force, state, _, _, _, _ = _row_update(m, d, p, _cone(m, d, p), jar)
         return d.replace(qacc=qacc, qfrc_constraint=d.efc_J.T @ force, efc_force=force,
-                         efc_state=state.astype(jp.int32),
-                         solver_niter=niter.astype(jp.int32))
+                         efc_state=state.astype(jp.int32), solver_niter=_niter_out(niter))
     if m.opt.solver == SolverType.PGS:
         qacc, pgs_force, niter = _solve_pgs(m, d, p, loop)
     else:
@@ -752,4 +816,4 @@ def solve(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") ->
         # the dual iterate is the force; the primal update only supplies the state
         force = pgs_force
     return d.replace(qacc=qacc, qfrc_constraint=d.efc_J.T @ force, efc_force=force,
-                     efc_state=state.astype(jp.int32), solver_niter=niter.astype(jp.int32))
+                     efc_state=state.astype(jp.int32), solver_niter=_niter_out(niter))

@@ -224,6 +224,9 @@ class SensorType(enum.IntEnum):
     USER = 48
 
 
+NISLAND = 20  # mjNISLAND: islands whose solver statistics mjData keeps
+
+
 class ObjType(enum.IntEnum):
     UNKNOWN = 0
     BODY = 1
@@ -752,7 +755,12 @@ class Data(PyTreeNode):
     cfrc_int: jax.Array  # (nbody, 6)
     cfrc_ext: jax.Array  # (nbody, 6)
     energy: jax.Array  # (2,)
-    solver_niter: jax.Array  # () int
+    solver_niter: jax.Array  # (mjNISLAND=20,) int, per island (index 0 without islands)
+    # islands (island.py, mj_island): -1 for trees, dofs and rows in no island
+    nisland: jax.Array  # () int
+    tree_island: jax.Array  # (ntree,) int
+    dof_island: jax.Array  # (nv,) int
+    efc_island: jax.Array  # (nefc,) int, our row layout
     warning_count: jax.Array  # (7,) int, indexed by mjtWarning (4.0: no VGEOMFULL)
     # constraint rows (constraint.py): a static budget of nefc rows, MuJoCo's order (equality,
     # friction loss, limit, contact); rows MuJoCo would not create have efc_active False and

@@ -239,7 +239,7 @@ def test_converged_solves():
             else:
                 worst = max(worst, e)
             lines.append(f"{head} {stype.name} nefc={mjd.nefc} niter ours "
-                         f"{int(out.solver_niter)} mujoco {int(mjd.solver_niter[0])} "
+                         f"{int(out.solver_niter[0])} mujoco {int(mjd.solver_niter[0])} "
                          + " ".join(f"{k}={v:.1e}" for k, v in errs.items()))
         # the model's own settings: iteration counts side by side
         own = dict(solver=int(mjm0.opt.solver), iterations=int(mjm0.opt.iterations),
@@ -248,7 +248,7 @@ def test_converged_solves():
         m, d = _ours_at(mjm, mjd)
         out = _solve(m, d, loop="early_exit")
         lines.append(f"{name} own settings {SolverType(own['solver']).name}: niter ours "
-                     f"{int(out.solver_niter)} mujoco {int(mjd.solver_niter[0])} qacc "
+                     f"{int(out.solver_niter[0])} mujoco {int(mjd.solver_niter[0])} qacc "
                      f"{rel_error(out.qacc, mjd.qacc):.1e}")
     lines.append(f"worst Newton/CG {worst:.2e} (bound {SOLVE_RTOL}); worst PGS {worst_pgs:.2e} "
                  f"(bound {PGS_RTOL})")

@@ -97,7 +97,8 @@ def test_pgs_own_settings_matches_iterates(cone):
             d = d.replace(qacc_warmstart=jp.asarray(mjd.qacc_warmstart))
         out = _solve(m, d, loop="early_exit")
         assert 1 < int(mjd.solver_niter[0]) < mjm.opt.iterations
-        assert int(out.solver_niter) == int(mjd.solver_niter[0]), (warm, int(out.solver_niter))
+        niter = int(out.solver_niter[0])
+        assert niter == int(mjd.solver_niter[0]), (warm, niter)
         compare_solution(mjd, out, OWN_RTOL, state=False)
 
 
@@ -107,7 +108,7 @@ def test_early_exit_matches_fixed():
     fixed = _solve(m, d)
     early = _solve(m, d, loop="early_exit")
     np.testing.assert_allclose(early.qacc, fixed.qacc, rtol=1e-12, atol=1e-12)
-    assert int(early.solver_niter) == int(fixed.solver_niter) < m.opt.iterations
+    assert int(early.solver_niter[0]) == int(fixed.solver_niter[0]) < m.opt.iterations
 
 
 def test_warmstart_at_solution_takes_no_iteration():
@@ -115,7 +116,7 @@ def test_warmstart_at_solution_takes_no_iteration():
     _, _, m, d = setup(CONTACT_XML, seed=1, qvel_noise=0.3, opt=opt)
     first = _solve(m, d)
     again = _solve(m, d.replace(qacc_warmstart=first.qacc))
-    assert int(again.solver_niter) == 0
+    assert int(again.solver_niter[0]) == 0
     np.testing.assert_allclose(again.qacc, first.qacc, rtol=1e-12)
 
 
@@ -276,7 +277,7 @@ def _contact_matrix():
             if stype != SolverType.PGS:
                 worst = max(worst, *errs)
             lines.append(f"contacts cone={'elliptic' if cone else 'pyramidal'} {stype.name} "
-                         f"niter={int(out.solver_niter)} qacc={errs[0]:.2e} "
+                         f"niter={int(out.solver_niter[0])} qacc={errs[0]:.2e} "
                          f"efc_force={errs[1]:.2e}")
     return lines, worst
 
@@ -325,7 +326,7 @@ def _gym_contacts():
         mjd2, m, d = _state(mjm, qpos, qvel, ctrl, opt)
         out = _solve(m, d, loop="early_exit")
         lines.append(f"{name} own settings {SolverType(own[0]).name}: niter ours "
-                     f"{int(out.solver_niter)} mujoco {int(mjd2.solver_niter[0])}, qacc "
+                     f"{int(out.solver_niter[0])} mujoco {int(mjd2.solver_niter[0])}, qacc "
                      f"{rel_error(out.qacc, mjd2.qacc):.2e}")
     return lines, worst
 
