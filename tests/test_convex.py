@@ -380,6 +380,7 @@ def multi_sweep(name: str, n: int, seed: int = 1) -> dict:
     return worst
 
 
+@pytest.mark.acceptance  # CI time: test_multiccd_reference_matches_mujoco covers multiccd
 def test_multiccd_box_dodecahedron():
     w = multi_sweep("box_dodecahedron", n=10)
     assert w["multi"] >= 2 and w["rule_off"] == 0, w
@@ -417,6 +418,7 @@ def test_multiccd_acceptance():
     assert not failed, failed
 
 
+@pytest.mark.acceptance  # CI time: test_cylinder_multiccd.py::test_grad_finite stays in CI
 def test_multiccd_grad_finite():
     """Finite gradients through the multi-contact path: face-to-face touching box on the
     dodecahedron (aligned, clipped) besides the degenerate states of check_grad_finite."""

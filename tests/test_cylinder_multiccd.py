@@ -471,6 +471,7 @@ def test_acceptance():
     ACCEPTANCE_FILE.write_text((keep + "\n\n" if keep else "") + "\n".join(lines) + "\n")
 
 
+@pytest.mark.acceptance  # CI time (a full sensor pipeline compile)
 def test_distance_sensor_single_contact():
     """Distance, normal and fromto sensors on a capsule tilted over a cylinder cap use the
     one-contact GJK/EPA distance (mj_geomDistance), not the multi-contact points."""

@@ -14,7 +14,10 @@ from parity import assert_close
 FIELDS = ("dof_M0", "dof_invweight0", "body_invweight0", "tendon_invweight0", "actuator_acc0")
 
 
-@pytest.mark.parametrize("path", [GYM_ASSETS / "reacher.xml", GYM_ASSETS / "pusher.xml",
+# pusher (the slowest) in the acceptance tier
+@pytest.mark.parametrize("path", [GYM_ASSETS / "reacher.xml",
+                                  pytest.param(GYM_ASSETS / "pusher.xml",
+                                               marks=pytest.mark.acceptance),
                                   MJX_TEST_DATA / "tendon" / "fixed.xml",
                                   MJX_TEST_DATA / "tendon" / "armature.xml"],
                          ids=lambda p: p.name)
