@@ -125,6 +125,8 @@ def cmd_info(args) -> int:
 class _Progress:
     """A one-line text progress bar on stderr."""
 
+    open = False  # a bar's line is on stderr without its newline yet
+
     def __init__(self, label: str, total: int, stream=None):
         self.label, self.total, self.stream = label, total, stream or sys.stderr
         self.t0 = time.perf_counter()
@@ -136,11 +138,13 @@ class _Progress:
         rate = done / max(time.perf_counter() - self.t0, 1e-9)
         self.stream.write(f"\r{self.label:<9}[{bar}] {done}/{self.total} ({rate:,.0f}/s)")
         self.stream.flush()
+        _Progress.open = True
 
     def done(self, note: str = "") -> None:
         self.stream.write(f"\r{self.label:<9}done in {time.perf_counter() - self.t0:.2f} s"
                           f"{note}{' ' * 30}\n")
         self.stream.flush()
+        _Progress.open = False
 
 
 def _ctrl_sampler(m, kind: str):
@@ -372,6 +376,9 @@ def main(argv=None) -> int:
     try:
         return args.fn(args)
     except (MJCFError, OSError, NotImplementedError) as e:
+        if _Progress.open:  # the error goes on a line of its own, below the bar
+            print(file=sys.stderr)
+            _Progress.open = False
         print(f"mjx-lite: error: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

@@ -14,6 +14,11 @@ import numpy as np
 from mjx_lite import types
 from mjx_lite.types import Data, Model, Option, Statistic
 
+# What MuJoCo 4.0 allocates per step in its arena: contacts (ncon) and the island partition
+# (nisland, tree_island, dof_island, efc_island; a new MjData has none, and writes to them do
+# not stay). Neither direction copies them: a count without its arrays would leave an MjData
+# inconsistent. collision and make_constraint (mj_island) refill them.
+_PER_STEP = ("contact", "ncon", "nisland", "tree_island", "dof_island", "efc_island")
 # Fields whose MuJoCo storage is a flat 3x3 matrix; mjx_lite keeps them as (..., 3, 3).
 _MAT_FIELDS = {"cam_mat0", "xmat", "ximat", "geom_xmat", "site_xmat", "cam_xmat"}
 NAME_KINDS = (
@@ -133,7 +138,7 @@ def data_from_mujoco(mjm, mjd, m: Model | None = None) -> Data:
     values = {}
     for name in d.fields():
         ref = getattr(d, name)
-        if name in ("contact", "ncon"):
+        if name in _PER_STEP:
             continue  # contacts keep their static slots; run collision.collision to fill
         if name == "qM":
             full = np.zeros((mjm.nv, mjm.nv))
@@ -181,15 +186,16 @@ def data_to_mujoco(m: Model, d: Data, mjm, mjd=None):
     ``actuator_moment``, ``ten_J`` back into MuJoCo's sparse storage.
 
     ``data_from_mujoco(mjm, data_to_mujoco(m, d, mjm), m)`` reproduces ``d`` bit for bit
-    (float64), except contacts and ``efc_*`` constraint rows: MuJoCo sizes those per step
-    (ncon, nefc) while mjx_lite keeps static budgets; collision and make_constraint refill them.
+    (float64), except contacts, the island partition and ``efc_*`` constraint rows: MuJoCo
+    allocates those per step (ncon, nisland, nefc) while mjx_lite keeps static budgets;
+    collision and make_constraint refill them.
     """
     import mujoco
 
     if mjd is None:
         mjd = mujoco.MjData(mjm)
     for name in d.fields():
-        if name in ("contact", "ncon"):
+        if name in _PER_STEP:
             continue
         v = np.asarray(getattr(d, name), dtype=np.float64)
         if name in ("qM", "qLD"):  # both live in M's sparsity pattern in MuJoCo
@@ -216,6 +222,6 @@ def data_to_mujoco(m: Model, d: Data, mjm, mjd=None):
             mjd.time = float(v)
         elif hasattr(mjd, name):
             target = getattr(mjd, name)
-            if np.size(target) == v.size:
+            if isinstance(target, np.ndarray) and target.size == v.size:
                 target[...] = v.reshape(np.shape(target))
     return mjd

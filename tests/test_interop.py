@@ -8,6 +8,7 @@ import sys
 import jax
 import mujoco
 import numpy as np
+import pytest
 
 import mjx_lite
 from mjx_lite import interop
@@ -16,9 +17,10 @@ from conftest import MODELS_DIR
 
 # Exact: the round trip only copies and re-packs float64 values.
 TOL = 0.0
-# Not part of the round trip: MuJoCo allocates contacts and constraint rows per step (ncon, nefc),
-# mjx_lite keeps static budgets with masks; collision and make_constraint refill both.
-NOT_COPIED = ("contact", "ncon")
+# Not part of the round trip: MuJoCo allocates contacts, the island partition and constraint
+# rows per step (ncon, nisland, nefc), mjx_lite keeps static budgets with masks; collision and
+# make_constraint refill them.
+NOT_COPIED = ("contact", "ncon", "nisland", "tree_island", "dof_island")
 NOT_COPIED_PREFIX = "efc_"
 
 
@@ -80,3 +82,34 @@ def test_import_mjx_lite_does_not_import_mujoco():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.acceptance
+def test_round_trip_on_every_bundled_model():
+    """Data -> MjData -> Data on every bundled model after 15 MuJoCo steps: every value
+    compared (contacts and efc_* rows excepted, see NOT_COPIED) and none differs."""
+    from test_viewer import write_report
+
+    report, total = [], 0
+    paths = sorted(MODELS_DIR.glob("*.xml"))
+    for path in paths:
+        mjm, mjd = _mujoco_state(path.name)
+        m = interop.model_from_mujoco(mjm)
+        d = interop.data_from_mujoco(mjm, mjd, m)
+        assert d.qpos.dtype == np.float64 and d.xpos.dtype == np.float64
+        back = interop.data_from_mujoco(mjm, interop.data_to_mujoco(m, d, mjm), m)
+        _assert_same_data(d, back)
+        fields = [n for n in d.fields()
+                  if n not in NOT_COPIED and not n.startswith(NOT_COPIED_PREFIX)]
+        n = sum(np.size(x) for f in fields for x in jax.tree_util.tree_leaves(getattr(d, f)))
+        worst = max((float(np.max(np.abs(np.asarray(x, float) - np.asarray(y, float))))
+                     for f in fields
+                     for x, y in zip(jax.tree_util.tree_leaves(getattr(d, f)),
+                                     jax.tree_util.tree_leaves(getattr(back, f)))
+                     if np.size(x)), default=0.0)
+        total += n
+        report.append(f"{path.name}: {len(fields)} Data fields, {n} values, float64, "
+                      f"max |difference| {worst:g}")
+    report.insert(0, f"interop round trip Data -> MjData -> Data on {len(paths)} bundled "
+                     f"models: {total} values, all bit-identical (tolerance {TOL:g})")
+    write_report("interop", report)
