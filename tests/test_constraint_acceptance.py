@@ -493,17 +493,18 @@ GRAD_ITERATIONS = (1, 4, 50)
 GRAD_STEPS = 5
 
 
-def _grad_loss(m, d, qpos, qvel, ctrl):
+def _grad_loss(m, d, qpos, qvel, ctrl, remat=False):
     d = d.replace(qpos=qpos, qvel=qvel, ctrl=ctrl)
+    one = jax.checkpoint(lambda d: step(m, d)) if remat else (lambda d: step(m, d))
 
     def body(d, _):
-        return step(m, d), None
+        return one(d), None
 
     d = jax.lax.scan(body, d, None, length=GRAD_STEPS)[0]
     return jp.sum(d.qpos**2) + jp.sum(d.qvel**2)
 
 
-_grad = jax.jit(jax.value_and_grad(_grad_loss, argnums=(2, 3, 4)))
+_grad = jax.jit(jax.value_and_grad(_grad_loss, argnums=(2, 3, 4)), static_argnames="remat")
 
 
 @pytest.mark.acceptance
@@ -514,9 +515,23 @@ def test_grad_iterations_finite(name, its):
     initial qpos, qvel and the held ctrl, with opt.iterations = its (the model's solver and
     tolerance), from a contact state of MuJoCo's random-control run: finite everywhere. One
     model and count per test, so that each can run in its own process: a backward-pass compile
-    takes minutes and up to ~15 GB on a CPU (humanoid, PGS inside RK4)."""
-    section = (f"jax.grad through {GRAD_STEPS} steps, fixed loop, unrolled adjoint: {name} "
-               f"iterations={its}")
+    takes minutes and GBs on a CPU."""
+    _grad_check(name, its, remat=False)
+
+
+@pytest.mark.acceptance
+@pytest.mark.parametrize("its", GRAD_ITERATIONS)
+@pytest.mark.parametrize("name", _GYM)
+def test_grad_iterations_finite_remat(name, its):
+    """The same with jax.checkpoint around each step, for the cases whose plain unrolled
+    backward pass does not fit in memory: the unrolled PGS keeps its whole force vector per
+    row visit, O(iterations x nefc^2) per solve (humanoid: nefc budget 819, 4 RK4 stages)."""
+    _grad_check(name, its, remat=True)
+
+
+def _grad_check(name, its, remat):
+    section = (f"jax.grad through {GRAD_STEPS} steps, fixed loop, unrolled adjoint"
+               f"{', jax.checkpoint per step' if remat else ''}: {name} iterations={its}")
     mjm = mujoco.MjModel.from_xml_path(str(GYM_ASSETS / f"{name}.xml"))
     reason = _skip_reason(mjm)
     if reason:
@@ -527,7 +542,8 @@ def test_grad_iterations_finite(name, its):
     mjm.opt.iterations = its
     m = interop.model_from_mujoco(mjm)
     t0 = time.time()
-    val, g = _grad(m, io.make_data(m), jp.asarray(qpos), jp.asarray(qvel), jp.asarray(ctrl))
+    val, g = _grad(m, io.make_data(m), jp.asarray(qpos), jp.asarray(qvel), jp.asarray(ctrl),
+                   remat=remat)
     norms = [float(np.linalg.norm(np.asarray(x))) for x in g]
     secs = time.time() - t0
     fin = bool(np.isfinite(float(val)) and all(np.all(np.isfinite(np.asarray(x))) for x in g))
