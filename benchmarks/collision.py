@@ -1,0 +1,187 @@
+"""Collision detection alone, per step: mjx_lite next to MJX and MuJoCo C in one run.
+
+    python benchmarks/collision.py                      # models/collision_scene.xml, batch 1 256
+    python benchmarks/collision.py --batches 1 64 --settle 200
+
+The scene (20 free boxes, 5 free cylinders, 5 free meshes of 642 hull vertices on a floor) is
+settled by MuJoCo for ``--settle`` steps; collision is then timed at that pile (batch members
+get 1 mm of position noise so they are not one state). Timed: mjx_lite's
+``collision.collision`` (jit of a vmap over the batch, kinematics done beforehand and not
+timed), MJX's ``mjx.collision`` the same way (when MJX accepts the scene), and MuJoCo C's
+``mj_collision`` on one thread (a batch of B costs B times one call there). float32 unless
+--x64. Results go to stdout and to benchmarks/results/<device>_<dtype>_collision.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import platform
+import sys
+import time
+
+import jax
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from run import _in_child  # noqa: E402  (the child-process guard of the step benchmark)
+
+SCENE = ROOT / "models" / "collision_scene.xml"
+
+
+def settled_qpos(path, nsteps: int) -> tuple[np.ndarray, int, dict]:
+    """qpos of the pile after ``nsteps`` MuJoCo steps, MuJoCo's contact count there, and its
+    contacts per geom-type pair."""
+    import mujoco
+
+    mjm = mujoco.MjModel.from_xml_path(str(path))
+    mjd = mujoco.MjData(mjm)
+    for _ in range(nsteps):
+        mujoco.mj_step(mjm, mjd)
+    mujoco.mj_forward(mjm, mjd)
+    names = {int(v): k[5:].lower() for k, v in mujoco.mjtGeom.__members__.items()}
+    kinds: dict = {}
+    for g1, g2 in zip(mjd.contact.geom1[:mjd.ncon], mjd.contact.geom2[:mjd.ncon]):
+        key = "-".join(sorted(names[int(mjm.geom_type[g])] for g in (g1, g2)))
+        kinds[key] = kinds.get(key, 0) + 1
+    return mjd.qpos.copy(), int(mjd.ncon), kinds
+
+
+def _noisy(qpos: np.ndarray, batch: int, free_pos: np.ndarray) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    q = np.repeat(qpos[None], batch, 0)
+    q[1:, free_pos] += 1e-3 * rng.standard_normal((batch - 1, free_pos.size))
+    return q
+
+
+def _timed(fn, arg, reps: int) -> tuple[float, float, object]:
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(fn(arg))
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        out = jax.block_until_ready(fn(arg))
+    run = (time.perf_counter() - t0) / reps
+    return first - run, run, out
+
+
+def bench_mjx_lite(path, qpos, batches, reps: int, x64: bool) -> dict:
+    import jax.numpy as jp
+
+    import mjx_lite
+    from mjx_lite import smooth
+    from mjx_lite.collision.driver import collision
+
+    if x64:
+        jax.config.update("jax_enable_x64", True)
+    m = mjx_lite.load_model(path)
+    d0 = mjx_lite.make_data(m)
+    out = {"pair_groups": len(collision.__globals__["_groups"](m)),
+           "slots": collision.__globals__["contact_budget"](m)}
+    fn = jax.jit(jax.vmap(lambda d: collision(m, d)))
+    kin = jax.jit(jax.vmap(lambda q: smooth.kinematics(m, d0.replace(qpos=q))))
+    for b in batches:
+        q = jp.asarray(_noisy(qpos, b, _free_pos(m.jnt_type, m.jnt_qposadr)), d0.qpos.dtype)
+        d = jax.block_until_ready(kin(q))
+        jit_s, run_s, res = _timed(fn, d, reps)
+        out[b] = {"jit_s": jit_s, "us_per_step": run_s / b * 1e6, "call_ms": run_s * 1e3,
+                  "ncon": int(res.ncon[0])}
+    return out
+
+
+def _free_pos(jnt_type, jnt_qposadr) -> np.ndarray:
+    adr = np.asarray(jnt_qposadr)[np.asarray(jnt_type) == 0]
+    return (adr[:, None] + np.arange(3)).reshape(-1)
+
+
+def _mjx_batch(path, qpos, batch: int, reps: int, x64: bool) -> dict:
+    import mujoco
+    from mujoco import mjx
+
+    if x64:
+        jax.config.update("jax_enable_x64", True)
+    mjm = mujoco.MjModel.from_xml_path(str(path))
+    try:
+        m = mjx.put_model(mjm)
+        d0 = mjx.make_data(m)
+        q = _noisy(qpos, batch, _free_pos(mjm.jnt_type, mjm.jnt_qposadr))
+        kin = jax.jit(jax.vmap(lambda q: mjx.kinematics(m, d0.replace(qpos=q))))
+        d = jax.block_until_ready(kin(q))
+        fn = jax.jit(jax.vmap(lambda d: mjx.collision(m, d)))
+        jit_s, run_s, res = _timed(fn, d, reps)
+    except Exception as e:  # noqa: BLE001 - MJX rejects some pair types: report, don't crash
+        return {"error": f"{type(e).__name__}: {e}".replace("\n", " ")[:160]}
+    ncon = int(np.sum(np.asarray(res._impl.contact.dist[0]) < 0)) if hasattr(res, "_impl") \
+        else -1
+    return {"jit_s": jit_s, "us_per_step": run_s / batch * 1e6, "call_ms": run_s * 1e3,
+            "ncon": ncon}
+
+
+def bench_mujoco_c(path, qpos, reps: int) -> dict:
+    import mujoco
+
+    mjm = mujoco.MjModel.from_xml_path(str(path))
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:] = qpos
+    mujoco.mj_kinematics(mjm, mjd)
+    n = max(reps * 20, 2000)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        mujoco.mj_collision(mjm, mjd)
+    return {"us_per_step": (time.perf_counter() - t0) / n * 1e6, "ncon": int(mjd.ncon)}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default=str(SCENE))
+    parser.add_argument("--batches", nargs="+", type=int, default=[1, 256])
+    parser.add_argument("--settle", type=int, default=1000, help="MuJoCo steps before timing")
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--x64", action="store_true")
+    parser.add_argument("--no-mjx", action="store_true")
+    args = parser.parse_args(argv)
+    if args.x64:
+        jax.config.update("jax_enable_x64", True)
+    path = pathlib.Path(args.model)
+    qpos, mj_ncon, kinds = settled_qpos(path, args.settle)
+    ours = bench_mjx_lite(path, qpos, args.batches, args.reps, args.x64)
+    peers = {}
+    if not args.no_mjx:
+        peers["MJX"] = {b: _in_child(_mjx_batch, (path, qpos, b, args.reps, args.x64), 1800)
+                        for b in args.batches}
+    c = bench_mujoco_c(path, qpos, args.reps)
+    device = jax.devices()[0]
+    dtype = "float64" if args.x64 else "float32"
+    lines = [
+        f"collision per step: {path.name} after {args.settle} MuJoCo steps; device "
+        f"{device.platform} ({device.device_kind}), {os.cpu_count()} cpus, "
+        f"{platform.processor() or platform.machine()}; {dtype}",
+        f"MuJoCo's contacts there: {mj_ncon} ({', '.join(f'{k} {v}' for k, v in kinds.items())})"
+        f"; mjx_lite: {ours['pair_groups']} pair-type groups, {ours['slots']} contact slots",
+        "", "| engine | batch | jit s | us per step | call ms | contacts (member 0) |",
+        "|---|---|---|---|---|---|"]
+    for b in args.batches:
+        r = ours[b]
+        lines.append(f"| mjx_lite | {b} | {r['jit_s']:.1f} | {r['us_per_step']:.1f} | "
+                     f"{r['call_ms']:.2f} | {r['ncon']} |")
+        for name, res in peers.items():
+            r = res[b]
+            if "error" in r:
+                lines.append(f"| {name} | {b} | | {r['error']} | | |")
+            else:
+                lines.append(f"| {name} | {b} | {r['jit_s']:.1f} | {r['us_per_step']:.1f} | "
+                             f"{r['call_ms']:.2f} | {r['ncon']} (dist < 0) |")
+    lines.append(f"| MuJoCo C (1 thread, mj_collision) | 1 | | {c['us_per_step']:.1f} | "
+                 f"{c['us_per_step'] / 1e3:.3f} | {c['ncon']} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    out = ROOT / "benchmarks" / "results" / f"{device.platform}_x{dtype[5:]}_collision.md"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(text)
+    print(f"written to {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
