@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite import constraint, math, sensor, smooth, solver, support, tree
+from mjx_lite import constraint, math, sensor, smooth, solver, support, tendon
 from mjx_lite.actuator import disabled_actuators, fwd_actuation, next_act
 from mjx_lite.collision.driver import collision
 from mjx_lite.passive import apply_ft, fluid, passive
@@ -30,7 +30,6 @@ from mjx_lite.types import (
     JointType,
     Model,
     TrnType,
-    WrapType,
 )
 
 __all__ = [
@@ -66,19 +65,26 @@ def fwd_velocity(m: Model, d: Data) -> Data:
 
 def tendon_armature_bias(m: Model, d: Data) -> jax.Array:
     """(nv,) bias force of spatial-tendon armature, J' armature (Jdot qvel) (XML reference,
-    tendon/spatial/armature: kinetic energy 0.5 armature v^2 with v = J qvel).
+    tendon/spatial/armature: kinetic energy 0.5 armature v^2 with v = J qvel)."""
+    jdot_qvel = tendon_jdot_qvel(m, d)
+    if jdot_qvel is None:
+        return jp.zeros_like(d.qvel)
+    spatial = tendon.spatial_tendons(m)
+    return d.ten_J[spatial].T @ (jp.asarray(m.tendon_armature)[spatial] * jdot_qvel)
+
+
+def tendon_jdot_qvel(m: Model, d: Data):
+    """Jdot qvel of the spatial tendons (``tendon.spatial_tendons`` order), or None where no
+    spatial tendon has armature (the only use of the term).
 
     Jdot qvel is the rate of change of J(q) qvel along the motion with fixed qvel: a jvp of
     the tendon Jacobian through kinematics and com_pos, exact for every wrap type. Fixed
     tendons have a constant J and no such term."""
-    wtype = np.asarray(m.wrap_type)
-    adr, num = np.asarray(m.tendon_adr), np.asarray(m.tendon_num)
-    spatial = np.nonzero((num > 0) & (wtype[np.minimum(adr, max(len(wtype) - 1, 0))]
-                                      != WrapType.JOINT))[0] if m.ntendon else []
+    spatial = tendon.spatial_tendons(m)
     arm = m.tendon_armature
-    if not len(spatial) or (not isinstance(arm, jax.core.Tracer)
+    if not spatial.size or (not isinstance(arm, jax.core.Tracer)
                             and not np.any(np.asarray(arm)[spatial])):
-        return jp.zeros_like(d.qvel)
+        return None
 
     def ten_vel(t):
         q = integrate_pos(m, d.qpos, d.qvel, t)
@@ -87,7 +93,7 @@ def tendon_armature_bias(m: Model, d: Data) -> jax.Array:
 
     _, jdot_qvel = jax.jvp(ten_vel, (jp.zeros((), d.qvel.dtype),),
                            (jp.ones((), d.qvel.dtype),))
-    return d.ten_J[spatial].T @ (jp.asarray(arm)[spatial] * jdot_qvel)
+    return jdot_qvel
 
 
 def xfrc_accumulate(m: Model, d: Data) -> jax.Array:
@@ -271,11 +277,6 @@ def _rne_vel_deriv(m: Model, d: Data) -> jax.Array:
     return jax.jacfwd(bias)(d.qvel)
 
 
-def _m_sparsity(m: Model) -> np.ndarray:
-    anc = tree.dof_ancestors(m)
-    return anc | anc.T
-
-
 def _standalone_free_dofs(m: Model) -> np.ndarray:
     """(nv,) static mask of the dofs of free bodies without jointed descendants."""
     out = np.zeros(m.nv, dtype=bool)
@@ -301,7 +302,7 @@ def _implicit_qacc(m: Model, d: Data) -> jax.Array:
     if m.nu and not m.opt.disableflags & DisableBit.ACTUATION:
         passive_act = passive_act + _actuator_vel_deriv(m, d)
     rne = _rne_vel_deriv(m, d)
-    sparse = _m_sparsity(m)
+    sparse = smooth.m_sparsity(m)
     if m.opt.integrator == IntegratorType.IMPLICIT:
         deriv = passive_act - rne
     else:

@@ -120,19 +120,43 @@ def _joint_spring(m: Model, d: Data) -> jax.Array:
     return qfrc
 
 
-def _tendon_spring(m: Model, d: Data) -> jax.Array:
+def _tendon_spring_force(m: Model, d: Data) -> jax.Array:
+    """(ntendon,) spring force along each tendon, zero inside the springlength deadband."""
     lower, upper = m.tendon_lengthspring[:, 0], m.tendon_lengthspring[:, 1]
     x = jp.where(d.ten_length < lower, d.ten_length - lower, 0.0)
     x = jp.where(d.ten_length > upper, d.ten_length - upper, x)
-    frc = -stiffness_poly(x, m.tendon_stiffness, m.tendon_stiffnesspoly)
-    return d.ten_J.T @ frc
+    return -stiffness_poly(x, m.tendon_stiffness, m.tendon_stiffnesspoly)
+
+
+def _tendon_damper_force(m: Model, d: Data) -> jax.Array:
+    """(ntendon,) damper force along each tendon: its own damping and, as 4.0 does, the
+    damping of actuators that transmit through it, reflected with gear^2."""
+    frc = -damping_poly(d.ten_velocity, m.tendon_damping, m.tendon_dampingpoly)
+    if m.nu:
+        ten = np.nonzero(np.asarray(m.actuator_trntype) == TrnType.TENDON)[0]
+        if ten.size:
+            tid = np.asarray(m.actuator_trnid)[ten, 0]
+            g2 = m.actuator_gear[ten, 0] ** 2
+            frc = frc.at[tid].add(-g2 * damping_poly(
+                d.ten_velocity[tid], m.actuator_damping[ten], m.actuator_dampingpoly[ten]))
+    return frc
+
+
+def tendon_passive_force(m: Model, d: Data) -> jax.Array:
+    """(ntendon,) spring + damper force along each tendon (the disable flags applied)."""
+    flags = m.opt.disableflags
+    f = jp.zeros(m.ntendon, d.qvel.dtype)
+    if m.ntendon and not flags & DisableBit.SPRING:
+        f = f + _tendon_spring_force(m, d)
+    if m.ntendon and not flags & DisableBit.DAMPER:
+        f = f + _tendon_damper_force(m, d)
+    return f
 
 
 def _damper(m: Model, d: Data) -> jax.Array:
     qfrc = -damping_poly(d.qvel, m.dof_damping, m.dof_dampingpoly)
     if m.ntendon:
-        frc = -damping_poly(d.ten_velocity, m.tendon_damping, m.tendon_dampingpoly)
-        qfrc = qfrc + d.ten_J.T @ frc
+        qfrc = qfrc + d.ten_J.T @ _tendon_damper_force(m, d)
     if m.nu:
         # 4.0: actuator damping is reflected to its joint/tendon target with gear^2
         trn = np.asarray(m.actuator_trntype)
@@ -148,11 +172,6 @@ def _damper(m: Model, d: Data) -> jax.Array:
             dof = np.asarray(m.jnt_dofadr)[tid[jnt]]
             f = damping_poly(d.qvel[dof], m.actuator_damping[jnt], m.actuator_dampingpoly[jnt])
             qfrc = qfrc.at[dof].add(-g2[jnt] * f)
-        ten = np.nonzero(trn == TrnType.TENDON)[0]
-        if ten.size:
-            v = d.ten_velocity[tid[ten]]
-            f = -g2[ten] * damping_poly(v, m.actuator_damping[ten], m.actuator_dampingpoly[ten])
-            qfrc = qfrc + d.ten_J[tid[ten]].T @ f
     return qfrc
 
 
@@ -289,7 +308,7 @@ def passive(m: Model, d: Data) -> Data:
     if not flags & DisableBit.SPRING:
         spring = _joint_spring(m, d)
         if m.ntendon:
-            spring = spring + _tendon_spring(m, d)
+            spring = spring + d.ten_J.T @ _tendon_spring_force(m, d)
     damper = zeros if flags & DisableBit.DAMPER else _damper(m, d)
     qfrc_gravcomp = gravcomp(m, d)
     qfrc_fluid = fluid(m, d)

@@ -24,7 +24,6 @@ from mjx_lite.types import (
     SameFrame,
     SensorType,
     TrnType,
-    WrapType,
 )
 
 # ------------------------------------------------------------------------------------------
@@ -274,8 +273,22 @@ def crb(m: Model, d: Data) -> Data:
         # tendon armature is inertia along the tendon: M += J' diag(armature) J (MuJoCo >= 3.2;
         # the matching bias term J' armature Jdot qvel vanishes for fixed tendons)
         arm = jp.asarray(m.tendon_armature)
-        qm = qm + d.ten_J.T @ (arm[:, None] * d.ten_J)
+        qm = qm + _in_m_sparsity(m, d.ten_J.T @ (arm[:, None] * d.ten_J))
     return d.replace(crb=crb_, qM=qm + actuator_armature(m, d))
+
+
+def _in_m_sparsity(m: Model, a: jax.Array) -> jax.Array:
+    """``a`` where M's tree sparsity has room (dof pairs in an ancestor relation), else 0.
+    MuJoCo 4.0 adds the tendon armature terms J' armature J into its sparse M, so the
+    couplings of sibling branches and of different trees are dropped (measured: a tendon
+    across two trees, and one across two sibling bodies)."""
+    return jp.where(m_sparsity(m), a, 0.0)
+
+
+def m_sparsity(m: Model) -> np.ndarray:
+    """Static (nv, nv) sparsity of M: dof j is dof i, its ancestor or its descendant."""
+    anc = tree.dof_ancestors(m)
+    return anc | anc.T
 
 
 def actuator_armature(m: Model, d: Data) -> jax.Array:
@@ -293,7 +306,7 @@ def actuator_armature(m: Model, d: Data) -> jax.Array:
         act = np.asarray(m.tendon_actuatorid)[tendons]
         value = m.actuator_gear[act, 0] ** 2 * m.actuator_armature[act]
         jac = d.ten_J[tendons]
-        out = out + jac.T @ (value[:, None] * jac)
+        out = out + _in_m_sparsity(m, jac.T @ (value[:, None] * jac))
     return out
 
 
@@ -685,12 +698,8 @@ def _equality_wrenches(m: Model, d: Data, plan) -> tuple[list, list, list]:
 def needs_rne_post(m: Model) -> bool:
     """Whether mj_forward computes cacc / cfrc_* (mj_sensorAcc calls mj_rnePostConstraint only
     for accelerometer, force, torque, framelinacc and frameangacc sensors); otherwise MuJoCo
-    leaves them as they were, and so do forward and step. Models with spatial tendons, whose
-    forces rne_post_constraint does not collect yet, are left out (their sensors compute
-    what they need themselves)."""
+    leaves them as they were, and so do forward and step."""
     if not m.nsensor or m.opt.disableflags & DisableBit.SENSOR:
-        return False
-    if np.any(np.asarray(m.wrap_type) != WrapType.JOINT):
         return False
     types = np.asarray(m.sensor_type)
     need = (SensorType.ACCELEROMETER, SensorType.FORCE, SensorType.TORQUE,
@@ -705,14 +714,12 @@ def rne_post_constraint(m: Model, d: Data) -> Data:
     cfrc_ext collects xfrc_applied, contact forces (mapped from the contact frames) and the
     forces of connect and weld equalities, each as a [torque; force] about the subtree com of
     the body's root; cfrc_int = cinert cacc + cvel x* (cinert cvel) - cfrc_ext, summed from
-    the leaves. MuJoCo 4.0 also collects spatial tendon forces: not implemented (raises).
+    the leaves. MuJoCo 4.0 also collects the forces of spatial tendons on the bodies along
+    their paths (``tendon.spatial_wrenches``).
     Like MuJoCo, forward/step call this only when a sensor needs it (see ``needs_rne_post``).
     """
-    from mjx_lite import constraint, support  # both import this module
-
-    if np.any(np.asarray(m.wrap_type) != WrapType.JOINT):
-        raise NotImplementedError("rne_post_constraint: spatial tendon forces are not "
-                                  "collected yet")
+    from mjx_lite import constraint, support, tendon  # they import this module
+    from mjx_lite.forward import tendon_jdot_qvel
     dtype = d.qvel.dtype
     nb = m.nbody
     root = np.asarray(m.body_rootid)
@@ -744,6 +751,12 @@ def rne_post_constraint(m: Model, d: Data) -> Data:
     wrenches += ew
     points += ep
     owners += [jp.asarray(b) for b in eb]
+    if tendon.spatial_tendons(m).size:
+        force = tendon.tendon_force(m, d, tendon_jdot_qvel(m, d))
+        tw, tp, tb = tendon.spatial_wrenches(m, d, force)
+        wrenches += tw
+        points += tp
+        owners += tb
     if wrenches:
         w = jp.concatenate(wrenches)
         b = jp.concatenate(owners)

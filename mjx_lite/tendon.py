@@ -19,7 +19,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import math, smooth
-from mjx_lite.types import Data, Model, WrapType
+from mjx_lite.types import Data, Model, TrnType, WrapType
 
 # wrap_inside's Newton solve. MuJoCo 4.0 iterates on the angle u = asin(z) from u = pi/2
 # (where the derivative is a finite -2), at most 20 steps, stopping once |f| <= 1e-6: this
@@ -371,6 +371,16 @@ def wrap(x0, x1, xpos, xmat, radius, is_sphere, side, has_side):
 # segments
 
 
+def spatial_tendons(m: Model) -> np.ndarray:
+    """Ids of the tendons with a spatial path (sites, geoms, pulleys), static."""
+    if not m.ntendon:
+        return np.zeros(0, np.int64)
+    wtype = np.asarray(m.wrap_type)
+    adr, num = np.asarray(m.tendon_adr), np.asarray(m.tendon_num)
+    first = wtype[np.minimum(adr, max(len(wtype) - 1, 0))] if len(wtype) else np.zeros_like(adr)
+    return np.nonzero((num > 0) & (first != WrapType.JOINT))[0]
+
+
 def _segment(m: Model, d: Data, p0, p1, b0, b1):
     """Lengths (n,) and moment rows (n, nv) of straight segments p0 (on b0) to p1 (on b1)."""
     dif = p1 - p0
@@ -479,3 +489,83 @@ def _paths(m: Model, d: Data, plan: dict, wlen, wpnt) -> Data:
     wrapadr = jp.cumsum(wrapnum) - wrapnum
     return d.replace(wrap_xpos=wrap_xpos.reshape(nw, 6), wrap_obj=wrap_obj.reshape(nw, 2),
                      ten_wrapadr=wrapadr.astype(jp.int32), ten_wrapnum=wrapnum)
+
+
+# ------------------------------------------------------------------------------------------
+# forces of spatial tendons on the bodies they pass (MuJoCo 4.0's cfrc_ext)
+
+
+def tendon_force(m: Model, d: Data, jdot_qvel=None) -> jax.Array:
+    """(ntendon,) scalar force along each tendon after the constraint solve: actuators
+    (gear x actuator_force), spring and damper (actuator damping reflected with gear^2),
+    armature inertia -armature (J qacc + Jdot qvel) and the friction-loss and limit rows.
+    MuJoCo 4.0 applies this force along the spatial path in mj_rnePostConstraint (measured:
+    each term alone reproduces its cfrc_ext). ``jdot_qvel`` (spatial tendons) is needed only
+    where a spatial tendon has armature."""
+    from mjx_lite import constraint, passive  # both import smooth, which imports this
+
+    dtype = d.qpos.dtype
+    nt = m.ntendon
+    f = jp.zeros(nt, dtype)
+    if m.nu:
+        trn = np.asarray(m.actuator_trntype)
+        act = np.nonzero(trn == TrnType.TENDON)[0]
+        if act.size:
+            tid = np.asarray(m.actuator_trnid)[act, 0]
+            f = f.at[tid].add(m.actuator_gear[act, 0] * d.actuator_force[act])
+    f = f + passive.tendon_passive_force(m, d)
+    spatial = spatial_tendons(m)
+    if jdot_qvel is not None and spatial.size:
+        acc = d.ten_J[spatial] @ d.qacc + jdot_qvel
+        f = f.at[spatial].add(-jp.asarray(m.tendon_armature, dtype)[spatial] * acc)
+    plan = constraint.row_plan(m, 0)
+    if plan.fr_ten.size and d.efc_force.shape[0]:
+        adr = plan.ne + plan.fr_dof.size + np.arange(plan.fr_ten.size)
+        f = f.at[plan.fr_ten].add(d.efc_force[adr])
+    if plan.lim_ten.size and d.efc_force.shape[0]:
+        adr = plan.ne + plan.nf + plan.lim_jnt.size + np.arange(plan.lim_ten.size)
+        # a limit row's Jacobian is -side * ten_J
+        f = f.at[plan.lim_ten].add(-plan.lim_tside * d.efc_force[adr])
+    return f
+
+
+def spatial_wrenches(m: Model, d: Data, force: jax.Array):
+    """[torque; force] wrenches, their points and bodies, of each spatial tendon's force on
+    the bodies along its path: at every segment end, force x (the length's gradient in that
+    point), the unit segment direction over the pulley divisor. The arc on a wrapping geom
+    adds nothing: its two tangent points share the geom's body."""
+    plan = _plan(m)
+    dtype = d.qpos.dtype
+    site_body = np.asarray(m.site_bodyid)
+    ends = []  # (tendon, p0, b0, p1, b1, divisor, active)
+
+    t, s0, s1, div = plan["site"]
+    if t.size:
+        ends.append((t, d.site_xpos[s0], site_body[s0], d.site_xpos[s1], site_body[s1],
+                     _divisor(m, div, dtype), jp.ones(t.size, bool)))
+    t, s0, g, s1, gw, div = plan["geom"]
+    if t.size:
+        side = plan["side"]
+        x0, x1 = d.site_xpos[s0], d.site_xpos[s1]
+        radius = jp.asarray(m.geom_size, dtype)[g, 0]
+        sidepos = d.site_xpos[np.maximum(side, 0)]
+        wlen, wpnt = wrap(x0, x1, d.geom_xpos[g], d.geom_xmat[g], radius,
+                          np.asarray(m.wrap_type)[gw] == WrapType.SPHERE, sidepos, side >= 0)
+        wrapped = wlen >= 0
+        gb = np.asarray(m.geom_bodyid)[g]
+        b0, b1 = site_body[s0], site_body[s1]
+        dv = _divisor(m, div, dtype)
+        ends += [(t, x0, b0, x1, b1, dv, ~wrapped),
+                 (t, x0, b0, wpnt[:, :3], gb, dv, wrapped),
+                 (t, wpnt[:, 3:], gb, x1, b1, dv, wrapped)]
+    if not ends:
+        return [], [], []
+    t, p0, b0, p1, b1, dv, on = (np.concatenate([e[i] for e in ends]) if i in (0, 2, 4)
+                                 else jp.concatenate([e[i] for e in ends]) for i in range(7))
+    unit = _normalize_or_x(p1 - p0)
+    # segments within one body exert equal and opposite forces on it
+    scale = jp.where(on & (b0 != b1), force[t] / dv, 0.0)
+    frc = unit * scale[:, None]
+    zero = jp.zeros_like(frc)
+    wrenches = [jp.concatenate([zero, -frc], 1), jp.concatenate([zero, frc], 1)]
+    return wrenches, [p0, p1], [jp.asarray(b0), jp.asarray(b1)]

@@ -236,7 +236,19 @@ def test_tendon_acceptance():
             worst = np.maximum(worst, _compare(mjm, m, fn, qpos)[:3])
         lines.append(f"{name}: {worst[0]:.2e} {worst[1]:.2e} {worst[2]:.2e}")
         assert np.all(worst <= RTOL), (name, worst)
-    ACCEPTANCE_FILE.write_text("\n".join(lines) + "\n")
+    lines += ["# tendon forces: our forward + rne_post_constraint vs mj_forward +",
+              "# mj_rnePostConstraint, converged (tolerance 1e-14), worst relative error over",
+              "# random qpos/qvel/ctrl states; states with an active tendon limit / friction row"]
+    arm = mujoco.MjModel.from_xml_path(str(TENDON_ARM))
+    arm.opt.tolerance = 1e-14
+    for name, mjm, count in (("inline_forces", mujoco.MjModel.from_xml_string(FORCES_XML), 20),
+                             ("tendon_arm.xml", arm, 10)):
+        w = tendon_force_errors(mjm, count, seed=5)
+        lines.append(f"{name} ({count} states, limit {w['limit_states']}, friction "
+                     f"{w['friction_states']}): "
+                     + " ".join(f"{f} {w[f]:.1e}" for f in FORCE_FIELDS))
+        ACCEPTANCE_FILE.write_text("\n".join(lines) + "\n")
+        assert max(w[f] for f in FORCE_FIELDS) <= RTOL, (name, w)
 
 
 ROLLOUT_FILE = pathlib.Path(__file__).parent / "acceptance" / "tendon_rollout.txt"
@@ -331,3 +343,79 @@ def test_spatial_armature_bias(inline):
             ours = fn(interop.data_from_mujoco(mjm, mjd, m))
             err = np.max(np.abs(np.asarray(ours.qfrc_bias) - mjd.qfrc_bias))
             assert err <= 1e-10 * (1.0 + np.max(np.abs(mjd.qfrc_bias))), (err, mjd.qfrc_bias)
+
+
+# Every force a tendon can carry, each on its own tendon: spring with a springlength deadband,
+# damper, friction loss, a limit, armature, a motor, actuator damping reflected with gear^2,
+# a position servo on the fixed tendon. Contacts off: the forces are the tendons' own.
+FORCES_XML = (INLINE_XML
+              .replace('<option gravity="0 0 0"/>',
+                       '<option gravity="0 0 -9.81" tolerance="1e-14" iterations="200">'
+                       '<flag contact="disable"/></option>')
+              .replace('<spatial name="sphere">',
+                       '<spatial name="sphere" stiffness="40" springlength=".5 .6" '
+                       'damping="2">')
+              .replace('<spatial name="sphere_side">',
+                       '<spatial name="sphere_side" limited="true" range=".3 .75" '
+                       'frictionloss=".4">')
+              .replace('<spatial name="cyl_inside">', '<spatial name="cyl_inside" damping=".5">')
+              .replace("</tendon>", """  <spatial name="sites" armature=".3">
+      <site site="w1"/><site site="a0"/><site site="b0"/><site site="c0"/>
+    </spatial>
+  </tendon>
+  <actuator>
+    <motor tendon="sphere" gear="2"/><motor tendon="cyl_side" gear="1.5" damping=".8"/>
+    <motor tendon="pulley"/><position tendon="fixed" kp="5"/>
+  </actuator>
+  <sensor>
+    <force site="b0"/><torque site="b0"/><force site="c0"/><torque site="side_out"/>
+  </sensor>""", 1))
+FORCE_FIELDS = ("ten_velocity", "qfrc_passive", "actuator_force", "qfrc_actuator",
+                "qfrc_constraint", "qacc", "cfrc_ext", "cfrc_int", "sensordata")
+
+
+def _force_states(mjm, count: int, seed: int):
+    """MuJoCo's converged forward (and rnePostConstraint) at random qpos, qvel, ctrl."""
+    rng = np.random.default_rng(seed)
+    mjd = mujoco.MjData(mjm)
+    for _ in range(count):
+        mujoco.mj_resetData(mjm, mjd)
+        mjd.qpos[:] = mjm.qpos0 + 0.6 * rng.normal(size=mjm.nq)
+        mjd.qvel[:] = rng.normal(size=mjm.nv)
+        mjd.ctrl[:] = rng.normal(size=mjm.nu)
+        mujoco.mj_forward(mjm, mjd)
+        mujoco.mj_rnePostConstraint(mjm, mjd)
+        yield mjd
+
+
+def tendon_force_errors(mjm, count: int, seed: int = 0) -> dict:
+    """Worst relative error per field of our forward + rne_post_constraint against MuJoCo's
+    over ``count`` states, and how many states had active tendon limit / friction rows."""
+    m = interop.model_from_mujoco(mjm)
+    fn = jax.jit(lambda d: mjx_lite.rne_post_constraint(
+        m, mjx_lite.forward(m, d, loop="early_exit")))
+    worst = {f: 0.0 for f in FORCE_FIELDS}
+    worst["limit_states"] = worst["friction_states"] = 0
+    for mjd in _force_states(mjm, count, seed):
+        d = mjx_lite.make_data(m).replace(qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel),
+                                          ctrl=jp.asarray(mjd.ctrl))
+        ours = fn(d)
+        for f in FORCE_FIELDS:
+            worst[f] = max(worst[f], rel_error(getattr(ours, f), getattr(mjd, f)))
+        types = mjd.efc_type[:mjd.nefc]
+        worst["limit_states"] += int(np.any(types == mujoco.mjtConstraint.mjCNSTR_LIMIT_TENDON))
+        worst["friction_states"] += int(np.any(
+            (types == mujoco.mjtConstraint.mjCNSTR_FRICTION_TENDON)
+            & (mjd.efc_force[:mjd.nefc] != 0)))
+    return worst
+
+
+def test_tendon_forces_and_cfrc_ext():
+    """Spatial tendon forces on the bodies along their paths (MuJoCo 4.0's cfrc_ext, read by
+    force / torque sensors): spring, damper, friction loss, limit, armature and actuators,
+    through sites, wrapping geoms and pulleys."""
+    mjm = mujoco.MjModel.from_xml_string(FORCES_XML)
+    worst = tendon_force_errors(mjm, 4)
+    assert worst["limit_states"] and worst["friction_states"], worst
+    for f in FORCE_FIELDS:
+        assert worst[f] <= RTOL, (f, worst)

@@ -115,6 +115,9 @@ def build_tendons(ctx: Context) -> dict:
             raise el.error("unsupported: tendon springyield (plasticity) is not implemented "
                            "by mjx_lite")
         out["tendon_armature"][i] = el.get("armature", 0.0)
+        if out["tendon_armature"][i] and el.tag == "spatial" and not _straight(el):
+            raise el.error("geom wrapping is not supported with tendon armature (as in "
+                           "MuJoCo 4.0)")
         out["tendon_frictionloss"][i] = el.get("frictionloss", 0.0)
         out["tendon_width"][i] = el.get("width", _WIDTH)
         out["tendon_rgba"][i] = el.vec("rgba", _RGBA)
