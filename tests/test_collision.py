@@ -486,3 +486,52 @@ def test_float32_matches_float64():
     for f in ("dist", "pos", "frame"):
         np.testing.assert_allclose(np.asarray(getattr(c32, f))[v], np.asarray(getattr(c64, f))[v],
                                    atol=1e-5, err_msg=f)
+
+
+# Library models whose candidate pairs had no collider at the last full run of
+# test_collision_acceptance (meshes, cylinders against boxes and meshes): measured here on
+# their own, with the same rollout states and matching.
+CONVEX_LIBRARY = ("pusher.xml", "pusher_v5.xml", "convex.xml", "pendula.xml", "right_hand.xml",
+                  "scene_right.xml", "tendon.xml")
+CONVEX_LIBRARY_FILE = ACCEPTANCE_FILE.with_name("collision_library_convex.txt")
+
+
+@pytest.mark.acceptance
+def test_collision_library_convex_models():
+    lines = ["library models with convex-collider pairs vs MuJoCo 4.0 mj_forward, 10 rollout",
+             "states (>= 4 contacts where the model gets there), contacts matched as sets per",
+             "geom pair (nearest pos); tolerance: convex (dist 1e-5, pos/frame 1e-4) where a",
+             "pair type uses GJK/EPA, else 1e-8; off: states whose contacts differ", ""]
+    paths = [p for p in _library_models(False) + _library_models(True)
+             if p.name in CONVEX_LIBRARY]
+    assert sorted({p.name for p in paths}) == sorted(CONVEX_LIBRARY)
+    failures = []
+    for path in paths:
+        mjm = mujoco.MjModel.from_xml_path(str(path))
+        assert _implemented(mjm), path.name
+        states = rollout_states(mjm, 10)
+        if not states:
+            lines.append(f"{path.parent.name}/{path.name}: no contact in the rollout")
+            continue
+        ours, theirs = ours_and_theirs(mjm, states)
+        tol = _model_tolerance(mjm)
+        worst = {"dist": 0.0, "pos": 0.0, "frame": 0.0, "params": 0.0}
+        off = []
+        for k, (o, t) in enumerate(zip(ours, theirs)):
+            try:
+                w = compare(o, t)
+            except AssertionError as e:
+                off.append(f"state {k}: {str(e).splitlines()[0][:160]}")
+                continue
+            if any(w[f] >= tol[f] for f in worst):
+                off.append(f"state {k}: " + " ".join(f"{f} {w[f]:.1e}" for f in worst))
+                continue
+            worst = {f: max(worst[f], w[f]) for f in worst}
+        ncon = sum(len(t) for t in theirs)
+        lines.append(f"{path.parent.name}/{path.name}: contacts {ncon:4d}  " + "  ".join(
+            f"{f} {v:.1e}" for f, v in worst.items()) + f"  off {len(off)}"
+            + ("  (convex tolerance)" if tol["dist"] > ANALYTIC_TOL else ""))
+        lines += [f"    {x}" for x in off]
+        failures += [(path.name, x) for x in off]
+        CONVEX_LIBRARY_FILE.write_text("\n".join(lines) + "\n")
+    assert not failures, failures
