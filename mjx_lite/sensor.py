@@ -500,8 +500,8 @@ def _contact_sensors(m: Model, d: Data, ids: np.ndarray) -> list[jax.Array]:
 
     dtype = d.qpos.dtype
     intprm = np.asarray(m.sensor_intprm)[ids]
-    if np.any(intprm[:, 0] & (1 << 7 | 1 << 8)):
-        raise NotImplementedError("contact sensor data 'linvel' / 'angvel' is not implemented")
+    # (the compiler rejects linvel / angvel with netforce, as MuJoCo does)
+    want_vel = intprm[:, 0] & (1 << 7 | 1 << 8)
     con = getattr(d, "contact", None)
     nslot = 0 if con is None else int(con.dist.shape[0])
     if nslot == 0:
@@ -513,6 +513,12 @@ def _contact_sensors(m: Model, d: Data, ids: np.ndarray) -> list[jax.Array]:
     force = None
     if need_force:
         force = jax.vmap(lambda i: support.contact_force(m, d, i))(jp.asarray(order))
+    rel_vel = None
+    if np.any(want_vel):
+        # [ang; lin] velocity of geom 2's body relative to geom 1's at the contact point,
+        # world axes (measured: MuJoCo 4.0's linvel / angvel in the contact frame)
+        gb = np.asarray(m.geom_bodyid)
+        rel_vel = (_object_velocity(m, d, pos, gb[g2]) - _object_velocity(m, d, pos, gb[g1]))
     out = []
     for i, (spec, reduce, num) in zip(ids, intprm):
         t1, i1 = int(m.sensor_objtype[i]), int(m.sensor_objid[i])
@@ -555,10 +561,15 @@ def _contact_sensors(m: Model, d: Data, ids: np.ndarray) -> list[jax.Array]:
         s = sign[sel][:, None]
         val = {0: jp.broadcast_to(nmatch, (k, 1)), 3: dist[sel][:, None], 4: pos[sel],
                5: frame[sel, 0] * s, 6: frame[sel, 1] * s}
+        # flipped: the frame becomes (-normal, -tangent1, tangent2) and the relative motion
+        # and force change sign, so only the third component changes sign
+        zflip = jp.where(s > 0, 1.0, jp.asarray([1.0, 1.0, -1.0], dtype))
         if force is not None:
-            zflip = jp.where(s > 0, 1.0, jp.asarray([1.0, 1.0, -1.0], dtype))
             val[1] = force[sel, :3] * zflip
             val[2] = force[sel, 3:] * zflip
+        if rel_vel is not None:
+            val[7] = jp.einsum("kji,ki->kj", frame[sel], rel_vel[sel, 3:]) * zflip
+            val[8] = jp.einsum("kji,ki->kj", frame[sel], rel_vel[sel, :3]) * zflip
         slots = jp.where(present, jp.concatenate([val[f] for f in fields], axis=1), 0.0)
         block = jp.zeros(int(m.sensor_dim[i]), dtype).at[:slots.size].set(slots.reshape(-1))
         out.append(block)

@@ -480,12 +480,6 @@ def test_unsupported_raise_clearly():
     m = mjx_lite.load_model_from_string(hfield)
     with pytest.raises(NotImplementedError, match="hfield-cylinder"):
         sensor.sensor_pos(m, mjx_lite.make_data(m))
-    linvel = """<mujoco><worldbody><geom type="plane" size="1 1 1"/><body pos="0 0 .1">
-      <freejoint/><geom size=".1"/></body></worldbody>
-      <sensor><contact data="found linvel"/></sensor></mujoco>"""
-    m = mjx_lite.load_model_from_string(linvel)
-    with pytest.raises(NotImplementedError, match="linvel"):
-        sensor.sensor_vel(m, mjx_lite.make_data(m))
     with pytest.raises(mjx_lite.MJCFError, match="sensorsize"):
         mjx_lite.load_model_from_string(cam.replace('resolution="4 3"',
                                                     'resolution="4 3" sensorsize=".1 .1" '
@@ -592,6 +586,9 @@ SMALL_CONTACT_XML = """
     <contact geom2="floor" num="3" reduce="maxforce" data="found force torque"/>
     <contact site="zone" num="3" data="found pos"/>
     <contact body1="box" body2="world" reduce="netforce" data="found force torque pos normal"/>
+    <contact geom1="floor" geom2="ball" data="found linvel angvel"/>
+    <contact geom1="ball" data="found pos linvel angvel"/>
+    <contact body1="box" num="4" data="found linvel angvel"/>
   </sensor>
 </mujoco>
 """
@@ -618,6 +615,7 @@ def test_contact_sensor_small():
     mjm = mujoco.MjModel.from_xml_string(SMALL_CONTACT_XML)
     m = interop.model_from_mujoco(mjm)
     mjd = mujoco.MjData(mjm)
+    mjd.qvel[6:8] = [0.8, 0.3]  # the ball rolls: linvel / angvel read a moving contact
     for _ in range(100):
         mujoco.mj_step(mjm, mjd)
     mujoco.mj_forward(mjm, mjd)
