@@ -6,6 +6,12 @@ the general convex solver (``convex``: GJK/EPA) runs against every prism under t
 geom's bounding box, one contact per penetrating prism, in MuJoCo's visiting order (rows,
 then columns, then the two triangles), at most ``mjMAXCONPAIR`` = 50.
 
+Box and mesh partners at zero margin are "discrete" shapes for MuJoCo 4.0, whose EPA then
+stops at the first repeated partner vertex: those prisms take ``hfield_ccd``, the port of
+that query (unconverged faces, as MuJoCo reports them); with a margin (a traced value, so
+both run and the margin selects) and for spheres, capsules, ellipsoids and cylinders, the
+converged GJK/EPA of ``convex``.
+
 Static shapes: the window of cells is ``nwin_x`` by ``nwin_y`` cells, fixed per pair group
 from the other geom's ``rbound`` (plus margin) and the grid spacing, computed in numpy when
 the collider is built; its corner follows the geom (traced) and cells outside the geom's
@@ -18,7 +24,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.collision import convex
+from mjx_lite.collision import convex, hfield_ccd
 from mjx_lite.types import GeomType
 
 MAXCONPAIR = 50
@@ -47,11 +53,22 @@ def _aabb(type2, size2, verts2, mat):
     return lo, hi
 
 
+# capacities of the discrete EPA (hfield_ccd): a box has 8 vertex ids, so at most 7
+# expansions; a mesh's EPA runs at most KMAX expansions (faces: 146 seen, 256 kept)
+DISCRETE_CAPS = {_G.BOX: (13, 80), _G.MESH: (hfield_ccd.KMAX + 5, 256)}
+
+
 def make_hfield(type2: int, nwin: tuple[int, int]):
     """A collider for an hfield (geom1) and a convex geom of ``type2`` with a window of
     ``nwin`` cells: (pos1, mat1, size1, pos2, mat2, size2, margin, verts1, verts2, hdata,
-    hsize) with ``hdata`` (nrow, ncol) elevations in [0, 1] and ``hsize`` (4,)."""
+    hsize) with ``hdata`` (nrow, ncol) elevations in [0, 1] and ``hsize`` (4,).
+
+    A box or mesh partner at zero margin (and gap) takes MuJoCo 4.0's discrete-shape query
+    (``hfield_ccd``: EPA stopped at the first repeated partner vertex); with a margin, and
+    for the other partners, the converged GJK/EPA. The margin is traced, so box and mesh
+    partners run both and select."""
     nx, ny = nwin
+    poly = type2 in DISCRETE_CAPS
     ncell = nx * ny
     ncon = min(MAXCONPAIR, 2 * ncell)
 
@@ -65,8 +82,9 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
         lo, hi = _aabb(type2, size2, verts2, mat)
         lo, hi = lo + p, hi + p
         sx, sy = hsize[0], hsize[1]
-        dx = 2.0 * sx / (ncol - 1)
-        dy = 2.0 * sy / (nrow - 1)
+        # divisors that are not constants: XLA would multiply by a rounded reciprocal
+        dx = 2.0 * sx / (0.0 * sx + (ncol - 1))
+        dy = 2.0 * sy / (0.0 * sy + (nrow - 1))
         cmin = jp.floor((lo[0] + sx) / (2 * sx) * (ncol - 1)).astype(jp.int32)
         cmax = jp.ceil((hi[0] + sx) / (2 * sx) * (ncol - 1)).astype(jp.int32)
         rmin = jp.floor((lo[1] + sy) / (2 * sy) * (nrow - 1)).astype(jp.int32)
@@ -87,7 +105,10 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
 
         def corner(ri, ci):
             z = hdata[ri, ci].astype(dt) * hsize[2]
-            return jp.stack([ci * dx - sx, ri * dy - sy, z], -1)
+            # the products rounded before the subtraction (no fused multiply-add), as
+            # MuJoCo computes them: prism coordinates decide ties in the discrete query
+            x, y = hfield_ccd.rounded((ci * dx, ri * dy))
+            return jp.stack([x - sx, y - sy, z], -1)
 
         a, b = corner(r + 1, c), corner(r, c)
         e, f = corner(r + 1, c + 1), corner(r, c + 1)
@@ -101,12 +122,30 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
         eye = jp.eye(3, dtype=dt)
         zero = jp.zeros(3, dt)
 
-        def one(pv):
+        if poly:
+            box = type2 == _G.BOX
+            pts = (hfield_ccd.box_points(p, mat, size2) if box
+                   else hfield_ccd.mesh_points(p, mat, verts2))
+
+            def one(pv):
+                return hfield_ccd.prism_contact(pv, pts, mat, None if box else verts2, box, p,
+                                                *DISCRETE_CAPS[type2])
+
+            pdist, pnormal, ppos, phit = jax.vmap(one)(prism)
+
+        def conv(pv):
             return convex.signed_distance(_G.MESH, type2, zero, eye, zero, pv, p, mat, size2,
                                           verts2)
 
-        dist, normal, cpos = jax.vmap(one)(prism)
-        ok = live2 & high & (dist <= margin)
+        dist, normal, cpos = jax.vmap(conv)(prism)
+        hit = dist <= margin
+        if poly:
+            discrete = margin == 0
+            dist = jp.where(discrete, pdist, dist)
+            normal = jp.where(discrete, pnormal, normal)
+            cpos = jp.where(discrete, ppos, cpos)
+            hit = jp.where(discrete, phit, hit)
+        ok = live2 & high & hit
         # the first MAXCONPAIR contacts in visiting order
         rank = jp.cumsum(ok) - 1
         slot = jp.where(ok & (rank < ncon), rank, ncon)

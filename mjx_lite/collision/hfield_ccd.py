@@ -1,0 +1,595 @@
+"""MuJoCo 4.0's penetration query for one height-field prism and a polytope (box, mesh).
+
+The JAX port of ``tests/hfield_ccd_reference.py`` (read its docstring): at zero margin both
+shapes are "discrete", and MuJoCo's EPA then stops as soon as a new support point repeats the
+vertex pair of a polytope vertex. The prism never records a vertex id, so EPA stops at the
+first repeated partner vertex (box corner bits, mesh argmax index) and returns the nearest
+face found so far: most contacts are unconverged faces, not penetration depths.
+
+* GJK: Montanari's sub-distance variant started at (prism centroid - geom centre), zero
+  tolerance, then, once it holds four points, the tetrahedron walk towards the origin (a
+  negatively oriented tetrahedron enters it with its first two vertices swapped).
+* EPA: MuJoCo's polytope (faces with adjacency, a map of candidate faces whose squared
+  distance lies between lower^2 and upper^2, the horizon found by a depth-first walk from the
+  nearest face, new faces in horizon order), stopped on upper - lower < mjMINVAL, on a
+  repeated partner vertex, or when no candidate is left.
+
+Shapes: both loops are ``lax.while_loop``s over fixed-capacity arrays (vertices, faces, map,
+DFS stack, horizon), whose state is frozen once a stop is reached, so they jit and vmap. The
+search runs on ``stop_gradient``-ed inputs and returns only the nearest face's vertex ids
+(prism vertex, partner vertex); the contact is then recomputed from those vertices with safe
+divisions and norms, so it is differentiable (through the prism heights and the partner's
+pose) with finite gradients. Capacities that a pathological query could exceed (mesh EPA's
+faces) make that prism report no contact rather than a wrong one.
+
+Rounding: axis-aligned poses are full of exact ties (which vertex, which face), decided by
+the last bit, so the arithmetic follows the reference's: no fused multiply-adds (``rounded``)
+and no division by a broadcast or a constant (``_vdiv``), both of which XLA's CPU backend
+would otherwise introduce. With them, in float64, this agrees with MuJoCo wherever the numpy
+model does (and in 4 more of 287 box contacts, ``hfield_sweep("box", 8)``).
+
+Not followed: ``opt.ccd_iterations`` and ``opt.ccd_tolerance`` (MuJoCo's defaults, 35 and
+1e-6, are fixed here).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jp
+import numpy as np
+
+MINVAL = 1e-15
+MAXVAL = 1e10
+KMAX = 35  # MuJoCo's ccd_iterations default; GJK and EPA iterations
+TOL = 1e-6  # ccd_tolerance: GJK's final test on the distance
+GJK_STEPS = 2 * KMAX + 4  # GJK iterations plus tetrahedron-walk iterations (they share k)
+
+
+# ---- vector helpers in numpy's evaluation order
+#
+# Products are rounded before they are summed: XLA's CPU backend otherwise contracts a * b + c
+# into a fused multiply-add, whose different rounding breaks the exact ties of axis-aligned
+# poses (box faces parallel to prism faces) another way than MuJoCo does. ``nextafter(x, x)``
+# is x itself, but opaque to that contraction (an optimization barrier is not); its
+# derivative is the identity.
+
+
+@jax.custom_jvp
+def _round1(x):
+    return jax.lax.nextafter(x, x)
+
+
+@_round1.defjvp
+def _round1_jvp(primals, tangents):
+    return _round1(primals[0]), tangents[0]
+
+
+def rounded(x):
+    """x (an array or a tuple of arrays) with every product rounded (no fused multiply-add)."""
+    return tuple(_round1(t) for t in x) if isinstance(x, tuple) else _round1(x)
+_I0, _I1, _I2 = np.array([1, 2, 0]), np.array([2, 0, 1]), np.array([0, 1, 2])
+
+
+def _dot(a, b):
+    p = rounded(a * b)
+    return p[..., 0] + p[..., 1] + p[..., 2]
+
+
+def _cross(a, b):
+    left, right = rounded((a[..., _I0] * b[..., _I1], a[..., _I1] * b[..., _I0]))
+    return left - right
+
+
+def _wsum(w, v):
+    """sum_i w[i] v[i] left to right, w (k,), v (k, 3)."""
+    p = rounded(w[:, None] * v)
+    out = p[0]
+    for i in range(1, p.shape[0]):
+        out = out + p[i]
+    return out
+
+
+def _vdiv(v, s):
+    """v (..., k) / s (...), correctly rounded: XLA rewrites a division by a broadcast (or a
+    constant) as a product with the reciprocal, which rounds differently; component-wise
+    divisions of equal shapes are kept."""
+    return jp.stack([v[..., i] / s for i in range(v.shape[-1])], -1)
+
+
+def _same(a, b):
+    return ((a > 0) & (b > 0)) | ((a < 0) & (b < 0))
+
+
+def _sdiv(a, b):
+    """a / b with a safe denominator where b == 0 (the result is then unused)."""
+    return a / jp.where(b == 0, 1.0, b)
+
+
+def _plane_point(v1, v2, v3):
+    """Projection of the origin on the plane of v1 v2 v3: (point, degenerate)."""
+    d21, d31, d32 = v2 - v1, v3 - v1, v3 - v2
+    n1, n2, n3 = _cross(d32, d21), _cross(d21, d31), _cross(d31, d32)
+    nn1, nn2, nn3 = _dot(n1, n1), _dot(n2, n2), _dot(n3, n3)
+    nv1, nv2, nv3 = _dot(n1, v2), _dot(n2, v1), _dot(n3, v3)
+    ok1 = (nv1 != 0) & (nn1 > MINVAL)
+    ok2 = (nv2 != 0) & (nn2 > MINVAL)
+    r1 = n1 * _sdiv(nv1, nn1)[..., None]
+    r2 = n2 * _sdiv(nv2, nn2)[..., None]
+    r3 = n3 * _sdiv(nv3, nn3)[..., None]
+    r = jp.where(ok1[..., None], r1, jp.where(ok2[..., None], r2, r3))
+    none = (nn1 == 0) | (~ok1 & (nn2 == 0))
+    return r, none
+
+
+def _line_weights(s1, s2):
+    diff = s2 - s1
+    dd = _dot(diff, diff)
+    p = s2 - rounded(_sdiv(_dot(s2, diff), dd) * diff)
+    ext = jp.abs(s1 - s2)
+    k = 2 - jp.argmax(ext[::-1])  # last axis of largest extent
+    mu = s1[k] - s2[k]
+    c1, c2 = p[k] - s2[k], s1[k] - p[k]
+    ok = _same(mu, c1) & _same(mu, c2) & (dd != 0)
+    one = jp.ones((), s1.dtype)
+    zero = jp.zeros((), s1.dtype)
+    return jp.stack([jp.where(ok, _sdiv(c1, mu), zero), jp.where(ok, _sdiv(c2, mu), one)])
+
+
+def _minors(s1, s2, s3):
+    return _cross(s2, s3) - _cross(s1, s3) + _cross(s1, s2)
+
+
+def _area(a, b, c, x, y):
+    t = rounded((a[x] * b[y], a[y] * c[x], b[x] * c[y], a[x] * c[y], a[y] * b[x], c[x] * b[y]))
+    return t[0] + t[1] + t[2] - t[3] - t[4] - t[5]
+
+
+def _proj_areas(v1, v2, v3, p):
+    """(big, c (3,)): MuJoCo's barycentric areas on the plane of largest projection."""
+    m = _minors(v1, v2, v3)
+    mu = jp.abs(m)
+    sel0 = (mu[0] >= mu[1]) & (mu[0] >= mu[2])
+    sel1 = ~sel0 & (mu[1] >= mu[2])
+    cs = []
+    for x, y in ((1, 2), (0, 2), (0, 1)):
+        cs.append(jp.stack([_area(p, v2, v3, x, y), _area(p, v3, v1, x, y),
+                            _area(p, v1, v2, x, y)]))
+    big = jp.where(sel0, m[0], jp.where(sel1, -m[1], m[2]))
+    c = jp.where(sel0, cs[0], jp.where(sel1, cs[1], cs[2]))
+    return big, c
+
+
+def _best_face(S, inside, sub):
+    """Closest point over the sub-simplices opposite each vertex whose sign test failed."""
+    n = len(S)
+    lam = jp.zeros(n, S[0].dtype)
+    dmin = jp.full((), jp.inf, S[0].dtype)
+    for drop in range(n):
+        keep = [i for i in range(n) if i != drop]
+        w = sub(*[S[i] for i in keep])
+        x = _wsum(w, jp.stack([S[i] for i in keep]))
+        xx = _dot(x, x)
+        take = ~inside[drop] & (xx < dmin)
+        new = jp.zeros(n, S[0].dtype).at[np.array(keep)].set(w)
+        lam = jp.where(take, new, lam)
+        dmin = jp.where(take, xx, dmin)
+    return lam
+
+
+def _tri_weights(s1, s2, s3):
+    p, none = _plane_point(s1, s2, s3)
+    big, c = _proj_areas(s1, s2, s3, p)
+    inside = _same(big, c)
+    full = _vdiv(c, jp.where(big == 0, 1.0, big))
+    best = _best_face([s1, s2, s3], inside, _line_weights)
+    lw = jp.concatenate([_line_weights(s1, s2), jp.zeros(1, s1.dtype)])
+    return jp.where(none, lw, jp.where(jp.all(inside), full, best))
+
+
+def _tet_weights(s1, s2, s3, s4):
+    c34 = _cross(s3, s4)
+    c = jp.stack([-_dot(s2, c34), _dot(s1, c34), -_dot(s1, _cross(s2, s4)),
+                  _dot(s1, _cross(s2, s3))])
+    det = c[0] + c[1] + c[2] + c[3]
+    inside = _same(det, c)
+    best = _best_face([s1, s2, s3, s4], inside, _tri_weights)
+    return jp.where(jp.all(inside), _vdiv(c, jp.where(det == 0, 1.0, det)), best)
+
+
+# ---- supports
+
+
+class Shapes:
+    """A prism (6, 3) and a partner polytope, both in the height field's frame.
+
+    ``pts`` (nv, 3): the partner's vertices (box: corner ``bits`` x + 2y + 4z positive);
+    ``box``: static, whether the partner is a box (support from the signs of ``mat.T d``)
+    else a mesh (support the argmax of ``local @ mat.T d``, ``local`` its geom-frame
+    vertices).
+    """
+
+    def __init__(self, prism, pts, mat, local, box):
+        self.prism, self.pts, self.mat, self.local, self.box = prism, pts, mat, local, box
+
+    def support(self, d):
+        """Support of prism - partner along d: (w, prism vertex id, partner vertex id)."""
+        vals = _dot(self.prism, d)
+        lo = jp.where(d[2] < 0, 0, 3)
+        best, val = lo, vals[lo]
+        for k in (1, 2):
+            t = vals[lo + k]
+            best = jp.where(t > val, lo + k, best)
+            val = jp.where(t > val, t, val)
+        e = -d
+        loc = jp.stack([_dot(self.mat[:, 0], e), _dot(self.mat[:, 1], e),
+                        _dot(self.mat[:, 2], e)])
+        if self.box:
+            s = loc >= 0
+            ib = s[0].astype(jp.int32) + 2 * s[1].astype(jp.int32) + 4 * s[2].astype(jp.int32)
+        else:
+            ib = jp.argmax(_dot(self.local, loc[None])).astype(jp.int32)
+        return self.prism[best] - self.pts[ib], best.astype(jp.int32), ib
+
+
+def box_points(pos, mat, size):
+    """(8, 3) box corners in the height field frame, indexed by their sign bits."""
+    bits = np.arange(8)
+    sgn = np.stack([(bits >> k) & 1 for k in range(3)], -1) * 2.0 - 1.0
+    loc = jp.asarray(sgn, size.dtype) * size
+    return jp.stack([_dot(mat[0], loc), _dot(mat[1], loc), _dot(mat[2], loc)], -1) + pos
+
+
+def mesh_points(pos, mat, verts):
+    return jp.stack([_dot(mat[0], verts), _dot(mat[1], verts), _dot(mat[2], verts)], -1) + pos
+
+
+# ---- GJK
+
+
+def _gjk(sh: Shapes, x0):
+    """MuJoCo's GJK with the tetrahedron walk: (ok, tetrahedron ids ia (4,), ib (4,))."""
+    dt = x0.dtype
+    i4 = jp.zeros(4, jp.int32)
+    z43 = jp.zeros((4, 3), dt)
+    # phase 0: GJK, 1: walk, 2: done
+    st = dict(phase=jp.zeros((), jp.int32), ok=jp.zeros((), bool), k=jp.zeros((), jp.int32),
+              walk=jp.ones((), bool), x=x0, xnorm=jp.sqrt(_dot(x0, x0)),
+              n=jp.zeros((), jp.int32), SW=z43, SA=i4, SB=i4, WW=z43, WA=i4, WB=i4,
+              perm=jp.arange(4, dtype=jp.int32), wk=jp.zeros((), jp.int32), TA=i4, TB=i4,
+              steps=jp.zeros((), jp.int32))
+
+    def final(n, xnorm):
+        return (n == 4) & (xnorm <= TOL)
+
+    def body(st):
+        phase, k, n, x = st["phase"], st["k"], st["n"], st["x"]
+        in_gjk, in_walk = phase == 0, phase == 1
+        # -- GJK iteration up to the walk
+        xx = _dot(x, x)
+        g_end = (k >= KMAX) | (xx < MINVAL * MINVAL)
+        xnorm = jp.sqrt(xx)
+        w, ia, ib = sh.support(_vdiv(-x, jp.where(xnorm > 0, xnorm, 1.0)))
+        ns = jp.minimum(n, 3)
+        SW = st["SW"].at[ns].set(w)
+        SA = st["SA"].at[ns].set(ia)
+        SB = st["SB"].at[ns].set(ib)
+        g_sep1 = _dot(x, x - w) < 0
+        g_sep2 = _dot(x, w) > 0
+        g_walk = (n == 3) & st["walk"]
+        g_done = g_end | g_sep1 | g_sep2
+        g_do7 = ~g_done & ~g_walk
+        # -- one walk iteration
+        perm = st["perm"]
+        S = st["WW"][perm]
+        dist, nrm = [], []
+        for p, q, r in ((2, 1, 3), (0, 2, 3), (1, 0, 3), (0, 1, 2)):
+            nv = _cross(S[r] - S[p], S[q] - S[p])
+            nn = _dot(nv, nv)
+            good = (nn > MINVAL**2) & (nn < MAXVAL**2)
+            nv = jp.where(good, _vdiv(nv, jp.sqrt(jp.where(good, nn, 1.0))), nv)
+            dist.append(jp.where(good, _dot(nv, S[p]), MAXVAL))
+            nrm.append(nv)
+        dist, nrm = jp.stack(dist), jp.stack(nrm)
+        w_zero = jp.any(dist == 0)
+        i = jp.where(dist[0] < dist[1], 0, 1)
+        j = jp.where(dist[2] < dist[3], 2, 3)
+        m = jp.where(dist[i] < dist[j], i, j)
+        w_in = ~w_zero & (dist[m] > 0)
+        ww, wia, wib = sh.support(nrm[m])
+        w_out = ~w_zero & ~w_in & (_dot(nrm[m], ww) < 0)
+        wk = st["wk"]
+        w_last = ~w_zero & ~w_in & ~w_out & (wk + 1 >= KMAX)
+        w_unsure = w_zero | w_last
+        slot = perm[m]
+        WW = st["WW"].at[slot].set(ww)
+        WA = st["WA"].at[slot].set(wia)
+        WB = st["WB"].at[slot].set(wib)
+        a1, a2 = (m + 1) & 3, (m + 2) & 3
+        perm2 = perm.at[a1].set(perm[a2]).at[a2].set(perm[a1])
+        # -- the sub-distance step (after a GJK iteration, or after an unsure walk)
+        do7 = (in_gjk & g_do7) | (in_walk & w_unsure)
+        k7 = jp.where(in_walk, wk, k)
+        S7 = jp.where(in_gjk, SW, st["SW"])
+        A7 = jp.where(in_gjk, SA, st["SA"])
+        B7 = jp.where(in_gjk, SB, st["SB"])
+        lam_t = _tet_weights(S7[0], S7[1], S7[2], S7[3])
+        lam_f = jp.concatenate([_tri_weights(S7[0], S7[1], S7[2]), jp.zeros(1, dt)])
+        lam_l = jp.concatenate([_line_weights(S7[0], S7[1]), jp.zeros(2, dt)])
+        lam_p = jp.array([1.0, 0.0, 0.0, 0.0], dt)
+        lam = jp.where(n == 3, lam_t, jp.where(n == 2, lam_f, jp.where(n == 1, lam_l, lam_p)))
+        lam = jp.where(jp.arange(4) <= n, lam, 0.0)
+        keep = lam != 0
+        order = jp.argsort(~keep, stable=True)
+        n7 = jp.sum(keep).astype(jp.int32)
+        lk = jp.where(keep, lam, 0.0)
+        xn = _wsum(lk, S7)
+        s_same = jp.all(jp.abs(xn - x) < MINVAL)
+        s_done = s_same | (n7 == 4)
+        # -- merge
+        xnorm_g = jp.where(in_gjk & ~g_end, xnorm, st["xnorm"])
+        new = dict(st)
+        new["steps"] = st["steps"] + 1
+        # GJK phase
+        n_g = jp.where(g_sep1, jp.where(k == 0, 1, n), n)
+        # results
+        end_gjk = in_gjk & g_done
+        end_walk_in = in_walk & w_in
+        end_walk_out = in_walk & w_out
+        end7 = do7 & s_done
+        ok_gjk = end_gjk & ~g_sep2 & final(n_g, xnorm_g)
+        ok7 = end7 & final(n7, xnorm_g)
+        new["ok"] = ok_gjk | ok7 | end_walk_in
+        finished = end_gjk | end_walk_in | end_walk_out | end7
+        enter = in_gjk & g_walk & ~g_done
+        new["phase"] = jp.where(finished, 2, jp.where(enter, 1, jp.where(do7, 0, phase)))
+        new["xnorm"] = xnorm_g
+        # simplex: GJK's after its support (and compaction after step 7)
+        SWc, SAc, SBc = S7[order], A7[order], B7[order]
+        new["SW"] = jp.where(do7, SWc, jp.where(in_gjk, SW, st["SW"]))
+        new["SA"] = jp.where(do7, SAc, jp.where(in_gjk, SA, st["SA"]))
+        new["SB"] = jp.where(do7, SBc, jp.where(in_gjk, SB, st["SB"]))
+        new["n"] = jp.where(do7, n7, jp.where(in_gjk, n_g, n))
+        new["x"] = jp.where(do7 & ~s_same, xn, x)
+        new["k"] = jp.where(do7 & ~s_done, k7 + 1, jp.where(do7, k7, k))
+        new["walk"] = st["walk"] & ~(in_walk & w_unsure)
+        # walk state: entered from GJK (flip a negative tetrahedron), or stepped
+        a, b, c, d = SW[0], SW[1], SW[2], SW[3]
+        flip = _dot(_cross(b - a, c - a), d - a) < 0
+        fp = jp.where(flip, jp.array([1, 0, 2, 3]), jp.arange(4))
+        new["WW"] = jp.where(enter, SW[fp], jp.where(in_walk, WW, st["WW"]))
+        new["WA"] = jp.where(enter, SA[fp], jp.where(in_walk, WA, st["WA"]))
+        new["WB"] = jp.where(enter, SB[fp], jp.where(in_walk, WB, st["WB"]))
+        new["perm"] = jp.where(enter, jp.arange(4, dtype=jp.int32),
+                               jp.where(in_walk, perm2, perm))
+        new["wk"] = jp.where(enter, k, jp.where(in_walk, wk + 1, wk))
+        # the tetrahedron handed to EPA: the walk's (in its order) or GJK's
+        new["TA"] = jp.where(end_walk_in, st["WA"][perm], jp.where(ok7, SAc, st["TA"]))
+        new["TB"] = jp.where(end_walk_in, st["WB"][perm], jp.where(ok7, SBc, st["TB"]))
+        new["TA"] = jp.where(ok_gjk, st["SA"], new["TA"])
+        new["TB"] = jp.where(ok_gjk, st["SB"], new["TB"])
+        return new
+
+    st = jax.lax.while_loop(lambda s: (s["phase"] != 2) & (s["steps"] < GJK_STEPS), body, st)
+    return st["ok"] & (st["phase"] == 2), st["TA"], st["TB"]
+
+
+# ---- EPA
+
+
+_TET_FACES = np.array([[0, 1, 2], [0, 3, 1], [0, 2, 3], [3, 2, 1]], np.int32)
+_TET_ADJ = np.array([[1, 3, 2], [2, 3, 0], [0, 3, 1], [2, 0, 1]], np.int32)
+
+
+def _face_vec(W, fv):
+    """MuJoCo's face record: (v, d2) from the face's vertex ids (a, b, c)."""
+    v, none = _plane_point(W[fv[..., 2]], W[fv[..., 1]], W[fv[..., 0]])
+    v = jp.where(none[..., None], 0.0, v)
+    return v, jp.where(none, 0.0, _dot(v, v))
+
+
+def _epa(sh: Shapes, TA, TB, nv_cap: int, nf_cap: int):
+    """MuJoCo's EPA for discrete shapes: (ok, the nearest face's ids ia (3,), ib (3,))."""
+    dt = sh.prism.dtype
+    W0 = sh.prism[TA] - sh.pts[TB]
+    VW = jp.zeros((nv_cap, 3), dt).at[:4].set(W0)
+    VA = jp.zeros(nv_cap, jp.int32).at[:4].set(TA)
+    VB = jp.full(nv_cap, -1, jp.int32).at[:4].set(TB)
+    v4, d4 = _face_vec(W0, jp.asarray(_TET_FACES))
+    FV = jp.zeros((nf_cap, 3), jp.int32).at[:4].set(_TET_FACES)
+    FADJ = jp.zeros((nf_cap, 3), jp.int32).at[:4].set(_TET_ADJ)
+    FVEC = jp.zeros((nf_cap, 3), dt).at[:4].set(v4)
+    FD2 = jp.zeros(nf_cap, dt).at[:4].set(d4)
+    FIDX = jp.full(nf_cap, -2, jp.int32).at[:4].set(jp.arange(4, dtype=jp.int32))
+    MAP = jp.zeros(nf_cap, jp.int32).at[:4].set(jp.arange(4, dtype=jp.int32))
+    bad0 = jp.any(d4 < MINVAL * MINVAL)
+    scap = 2 * nv_cap + 4  # DFS stack: at most the live faces
+    hcap = nv_cap  # horizon edges: at most the vertices
+    st = dict(VW=VW, VA=VA, VB=VB, nv=jp.array(4, jp.int32), FV=FV, FADJ=FADJ, FVEC=FVEC,
+              FD2=FD2, FIDX=FIDX, MAP=MAP, nmap=jp.array(4, jp.int32),
+              nf=jp.array(4, jp.int32), face=jp.array(-1, jp.int32),
+              upper=jp.array(MAXVAL, dt), upper2=jp.array(MAXVAL, dt),
+              status=jp.where(bad0, 2, 0).astype(jp.int32), it=jp.zeros((), jp.int32))
+
+    def delete(FIDX, MAP, nmap, fi, active):
+        idx = FIDX[fi]
+        inmap = active & (idx >= 0)
+        last = MAP[jp.maximum(nmap - 1, 0)]
+        nmap2 = jp.where(inmap, nmap - 1, nmap)
+        move = inmap & (idx < nmap2)
+        MAP = jp.where(move, MAP.at[jp.maximum(idx, 0)].set(last), MAP)
+        FIDX = jp.where(move, FIDX.at[last].set(idx), FIDX)
+        FIDX = jp.where(active, FIDX.at[fi].set(-2), FIDX)
+        return FIDX, MAP, nmap2
+
+    def edge_of(FV, g, vert):
+        return jp.where(FV[g, 0] == vert, 0, jp.where(FV[g, 1] == vert, 1, 2)).astype(jp.int32)
+
+    def horizon(FV, FADJ, FVEC, FD2, FIDX, MAP, nmap, face, w, active):
+        """The depth-first walk over the faces that w sees, from ``face``."""
+        FIDX, MAP, nmap = delete(FIDX, MAP, nmap, face, active)
+        i0 = jp.zeros(scap, jp.int32)
+        ds = dict(FIDX=FIDX, MAP=MAP, nmap=nmap,
+                  SF=i0.at[0].set(face), SE=i0.at[0].set(2), SK=i0.at[0].set(1),
+                  SKE=i0.at[0].set(3), sp=jp.where(active, 1, 0).astype(jp.int32),
+                  HG=jp.zeros(hcap, jp.int32), HE=jp.zeros(hcap, jp.int32),
+                  ne=jp.zeros((), jp.int32), over=jp.zeros((), bool))
+
+        def step(ds):
+            top = ds["sp"] - 1
+            fi, e, k, ke = ds["SF"][top], ds["SE"][top], ds["SK"][top], ds["SKE"][top]
+            pop = k > ke
+            i = (e + k) % 3
+            g = FADJ[fi, i]
+            alive = ~pop & (ds["FIDX"][g] > -2)
+            ge = edge_of(FV, g, FV[fi, (i + 1) % 3])
+            vis = _dot(FVEC[g], w) - FD2[g] > MINVAL
+            push = alive & vis
+            hor = alive & ~vis
+            out = dict(ds)
+            out["SK"] = jp.where(pop, ds["SK"], ds["SK"].at[top].set(k + 1))
+            FIDX2, MAP2, nmap2 = delete(ds["FIDX"], ds["MAP"], ds["nmap"], g, push)
+            out["FIDX"], out["MAP"], out["nmap"] = FIDX2, MAP2, nmap2
+            sp = ds["sp"]
+            over = (push & (sp >= scap)) | (hor & (ds["ne"] >= hcap))
+            spc = jp.minimum(sp, scap - 1)
+            out["SF"] = jp.where(push, out["SF"].at[spc].set(g), out["SF"])
+            out["SE"] = jp.where(push, out["SE"].at[spc].set(ge), out["SE"])
+            out["SK"] = jp.where(push, out["SK"].at[spc].set(1), out["SK"])
+            out["SKE"] = jp.where(push, out["SKE"].at[spc].set(2), out["SKE"])
+            out["sp"] = jp.where(pop, sp - 1, jp.where(push, jp.minimum(sp + 1, scap), sp))
+            nec = jp.minimum(ds["ne"], hcap - 1)
+            out["HG"] = jp.where(hor, ds["HG"].at[nec].set(g), ds["HG"])
+            out["HE"] = jp.where(hor, ds["HE"].at[nec].set(ge), ds["HE"])
+            out["ne"] = jp.where(hor, jp.minimum(ds["ne"] + 1, hcap), ds["ne"])
+            out["over"] = ds["over"] | over
+            out["sp"] = jp.where(over, 0, out["sp"])
+            return out
+
+        ds = jax.lax.while_loop(lambda s: s["sp"] > 0, step, ds)
+        return ds
+
+    def body(st):
+        prev = st["face"]
+        live = jp.arange(nf_cap) < st["nmap"]
+        md = jp.where(live, st["FD2"][st["MAP"]], jp.inf)
+        jm = jp.argmin(md)
+        found = md[jm] < MAXVAL
+        face = jp.where(found, st["MAP"][jm], prev)
+        lower2 = jp.where(found, md[jm], MAXVAL)
+        stop1 = (lower2 > st["upper2"]) | (face < 0)
+        stop2 = ~stop1 & (lower2 <= 0)
+        go = ~stop1 & ~stop2
+        fc = jp.maximum(face, 0)
+        fvec = st["FVEC"][fc]
+        lower = jp.sqrt(jp.where(go, lower2, 1.0))
+        w, ia, ib = sh.support(_vdiv(fvec, lower))
+        nv = st["nv"]
+        wi = jp.minimum(nv, nv_cap - 1)
+        uk = _dot(fvec, w) / lower
+        better = uk < st["upper"]
+        upper = jp.where(go & better, uk, st["upper"])
+        upper2 = jp.where(go & better, uk * uk, st["upper2"])
+        stop3 = go & (upper - lower < MINVAL)
+        rep = jp.any((jp.arange(nv_cap) < nv) & (st["VB"] == ib))
+        stop4 = go & ~stop3 & rep
+        expand = go & ~stop3 & ~stop4
+        VW = st["VW"].at[wi].set(w)
+        VA = st["VA"].at[wi].set(ia)
+        VB = st["VB"].at[wi].set(ib)
+        ds = horizon(st["FV"], st["FADJ"], st["FVEC"], st["FD2"], st["FIDX"], st["MAP"],
+                     st["nmap"], fc, w, expand)
+        ne = ds["ne"]
+        nf = st["nf"]
+        # new faces (wi, b, a) on the horizon edges a -> b, in horizon order
+        hi = jp.arange(hcap, dtype=jp.int32)
+        hl = hi < ne
+        g, ge = ds["HG"], ds["HE"]
+        FV = st["FV"]
+        ha, hb = FV[g, ge], FV[g, (ge + 1) % 3]
+        nfv = jp.stack([jp.full(hcap, wi, jp.int32), hb, ha], -1)
+        prv = jp.where(hi == 0, nf + ne - 1, nf + hi - 1)
+        nxt = nf + (hi + 1) % jp.maximum(ne, 1)
+        nadj = jp.stack([prv, g, nxt], -1).astype(jp.int32)
+        nvec, nd2 = _face_vec(VW, nfv)
+        over = ds["over"] | (nf + ne > nf_cap) | (nv >= nv_cap)
+        bad = (ne < 3) | jp.any(hl & (nd2 == 0)) | over
+        inmap = hl & (lower2 <= nd2) & (nd2 <= upper2)
+        rank = (jp.cumsum(inmap) - 1).astype(jp.int32)
+        slot = jp.where(hl, nf + hi, nf_cap)  # out of range: dropped
+        mslot = jp.where(inmap, ds["nmap"] + rank, nf_cap)
+        FADJ = st["FADJ"].at[jp.where(hl, g, nf_cap), ge].set(nf + hi, mode="drop")
+        FADJ = FADJ.at[slot].set(nadj, mode="drop")
+        FV2 = FV.at[slot].set(nfv, mode="drop")
+        FVEC = st["FVEC"].at[slot].set(nvec, mode="drop")
+        FD2 = st["FD2"].at[slot].set(nd2, mode="drop")
+        FIDX = ds["FIDX"].at[slot].set(jp.where(inmap, ds["nmap"] + rank, -1), mode="drop")
+        MAP = ds["MAP"].at[mslot].set(nf + hi, mode="drop")
+        nmap = ds["nmap"] + jp.sum(inmap).astype(jp.int32)
+        ok_exp = expand & ~bad
+        new = dict(st)
+        sel = lambda a, b: jp.where(ok_exp, a, b)  # noqa: E731
+        new.update(FADJ=sel(FADJ, st["FADJ"]), FV=sel(FV2, FV), FVEC=sel(FVEC, st["FVEC"]),
+                   FD2=sel(FD2, st["FD2"]), FIDX=sel(FIDX, st["FIDX"]), MAP=sel(MAP, st["MAP"]),
+                   nmap=sel(nmap, st["nmap"]), nf=sel(nf + ne, nf))
+        new["VW"], new["VA"], new["VB"] = (jp.where(go, VW, st["VW"]), jp.where(go, VA, st["VA"]),
+                                           jp.where(go, VB, st["VB"]))
+        new["nv"] = jp.where(go, jp.minimum(nv + 1, nv_cap), nv)
+        new["upper"], new["upper2"] = upper, upper2
+        new["face"] = jp.where(stop1, prev, face)
+        empty = ok_exp & (nmap == 0)
+        done = stop1 | stop2 | stop3 | stop4 | empty
+        new["status"] = jp.where(expand & bad, 2, jp.where(done, 1, 0)).astype(jp.int32)
+        new["it"] = st["it"] + 1
+        return new
+
+    st = jax.lax.while_loop(lambda s: (s["status"] == 0) & (s["it"] < KMAX), body, st)
+    ok = (st["status"] != 2) & (st["face"] >= 0)
+    fv = st["FV"][jp.maximum(st["face"], 0)]
+    return ok, st["VA"][fv], st["VB"][fv]
+
+
+# ---- the contact, recomputed differentiably from the face's vertices
+
+
+def _contact(prism, pts, ia, ib):
+    A, B = prism[ia], pts[ib]
+    W = A - B
+    v, none = _plane_point(W[2], W[1], W[0])
+    v = jp.where(none, 0.0, v)
+    big, c = _proj_areas(W[0], W[1], W[2], v)
+    lam = _vdiv(c, jp.where(big == 0, 1.0, big))
+    x1, x2 = _wsum(lam, A), _wsum(lam, B)
+    d2 = _dot(v, v)
+    pos_d = d2 > 0
+    dist = -jp.where(pos_d, jp.sqrt(jp.where(pos_d, d2, 1.0)), 0.0)
+    n = x1 - x2
+    nn = _dot(n, n)
+    pos_n = nn > 0
+    n = _vdiv(n, jp.where(pos_n, jp.sqrt(jp.where(pos_n, nn, 1.0)), 1.0))
+    return dist, n, 0.5 * (x1 + x2), ~none & (big != 0) & pos_n
+
+
+def prism_contact(prism, pts, mat, local, box: bool, center2, nv_cap: int, nf_cap: int):
+    """MuJoCo 4.0's contact of a prism (6, 3) and a polytope, in the height field frame.
+
+    Args:
+      prism: (6, 3) bottom then top vertices.
+      pts: (nv, 3) the partner's vertices in the height field frame (``box_points`` order
+        for a box).
+      mat: (3, 3) the partner's orientation in the height field frame.
+      local: (nv, 3) a mesh's vertices in its frame (None for a box).
+      box: static, whether the partner is a box.
+      center2: (3,) the partner's centre.
+    Returns:
+      (dist, normal from prism to partner, pos, ok): ok where MuJoCo reports a contact.
+    """
+    sg = jax.lax.stop_gradient
+    sh = Shapes(sg(prism), sg(pts), sg(mat), None if local is None else sg(local), box)
+    p6 = sh.prism
+    six = 0.0 * p6[0, 0] + 6.0  # not a constant: see _vdiv
+    c1 = _vdiv(((((p6[0] + p6[1]) + p6[2]) + p6[3]) + p6[4]) + p6[5], six)
+    ok_g, TA, TB = _gjk(sh, c1 - sg(center2))
+    ok_e, ia, ib = _epa(sh, TA, TB, nv_cap, nf_cap)
+    dist, n, pos, ok_c = _contact(prism, pts, ia, ib)
+    ok = ok_g & ok_e & ok_c & (dist < 0)
+    return dist, n, pos, ok
