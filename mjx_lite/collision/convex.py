@@ -286,14 +286,14 @@ def _epa_step(sup, tol, it, st):
     visible = visible & fvalid
     horizon = (visible[:, None] & ~visible[twin_face]).reshape(-1)
     free = ~fvalid | visible
+    # the k-th horizon edge fills the k-th free face slot (a scatter, not a rank-matching
+    # matrix: O(edges + faces) per step); edges past the free slots are dropped
     hrank = jp.cumsum(horizon) - 1
-    frank = jp.cumsum(free) - 1
-    assign = (horizon[:, None] & free[None, :] & (hrank[:, None] == frank[None, :]))
-    # new face per assigned slot: (from, to, new vertex)
-    got = jp.any(assign, axis=0)
-    src = jp.argmax(assign, axis=0)
-    newf = jp.stack([e_from[src], e_to[src], jp.full(nf, vid, jp.int32)], -1)
-    faces2 = jp.where(got[:, None], newf, faces)
+    slots = jp.nonzero(free, size=nf, fill_value=nf)[0]
+    dest = jp.where(horizon, slots[jp.clip(hrank, 0, nf - 1)], nf)
+    newf = jp.stack([e_from, e_to, jp.full(3 * nf, vid, jp.int32)], -1)
+    faces2 = faces.at[dest].set(newf, mode="drop")
+    got = jp.zeros(nf, bool).at[dest].set(True, mode="drop")
     fvalid2 = (fvalid & ~visible) | got
     W2 = W.at[vid].set(w)
     WA2 = WA.at[vid].set(a)
