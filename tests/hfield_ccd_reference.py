@@ -115,19 +115,22 @@ def _minors(s1, s2, s3):
     return [np.cross(s2, s3)[i] - np.cross(s1, s3)[i] + np.cross(s1, s2)[i] for i in range(3)]
 
 
+def _projection(m):
+    """(signed largest minor, the two kept axes): drop the axis of the largest projected area
+    (first of equals: x, then y)."""
+    mu = [abs(m[0]), abs(m[1]), abs(m[2])]
+    if mu[0] >= mu[1] and mu[0] >= mu[2]:
+        return m[0], (1, 2)
+    if mu[1] >= mu[2]:
+        return -m[1], (0, 2)
+    return m[2], (0, 1)
+
+
 def _tri_weights(s1, s2, s3):
     p = _plane_point(s1, s2, s3)
     if p is None:
         return _line_weights(s1, s2) + [0.0]
-    m = _minors(s1, s2, s3)
-    # drop the axis of the largest projected area (first of equals: x, then y)
-    mu = [abs(m[0]), abs(m[1]), abs(m[2])]
-    if mu[0] >= mu[1] and mu[0] >= mu[2]:
-        big, (x, y) = m[0], (1, 2)
-    elif mu[1] >= mu[2]:
-        big, (x, y) = -m[1], (0, 2)
-    else:
-        big, (x, y) = m[2], (0, 1)
+    big, (x, y) = _projection(_minors(s1, s2, s3))
     c = _areas(s1, s2, s3, p, x, y)
     if all(_same(big, ci) for ci in c):
         return [ci / big for ci in c]
@@ -372,14 +375,7 @@ class PrismCCD:
 
 
 def _face_weights(v1, v2, v3, p):
-    m = _minors(v1, v2, v3)
-    mu = [abs(m[0]), abs(m[1]), abs(m[2])]
-    if mu[0] >= mu[1] and mu[0] >= mu[2]:
-        big, (x, y) = m[0], (1, 2)
-    elif mu[1] >= mu[2]:
-        big, (x, y) = -m[1], (0, 2)
-    else:
-        big, (x, y) = m[2], (0, 1)
+    big, (x, y) = _projection(_minors(v1, v2, v3))
     return [c / big for c in _areas(v1, v2, v3, p, x, y)]
 
 
