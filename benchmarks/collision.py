@@ -77,14 +77,14 @@ def bench_mjx_lite(path, qpos, batches, reps: int, x64: bool) -> dict:
 
     import mjx_lite
     from mjx_lite import smooth
-    from mjx_lite.collision.driver import collision
+    from mjx_lite.collision import pairs
+    from mjx_lite.collision.driver import collision, contact_budget
 
     if x64:
         jax.config.update("jax_enable_x64", True)
     m = mjx_lite.load_model(path)
     d0 = mjx_lite.make_data(m)
-    out = {"pair_groups": len(collision.__globals__["_groups"](m)),
-           "slots": collision.__globals__["contact_budget"](m)}
+    out = {"pair_groups": len(pairs.pair_groups(m)), "slots": contact_budget(m)}
     fn = jax.jit(jax.vmap(lambda d: collision(m, d)))
     kin = jax.jit(jax.vmap(lambda q: smooth.kinematics(m, d0.replace(qpos=q))))
     for b in batches:
