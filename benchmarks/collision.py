@@ -2,6 +2,8 @@
 
     python benchmarks/collision.py                      # models/collision_scene.xml, batch 1 256
     python benchmarks/collision.py --batches 1 64 --settle 200
+    python benchmarks/collision.py --max-geom-pairs 80 cylinder_box=16 box_mesh=8 \
+        cylinder_mesh=8 cylinder_cylinder=8 mesh_mesh=4
 
 The scene (20 free boxes, 5 free cylinders, 5 free meshes of 642 hull vertices on a floor) is
 settled by MuJoCo for ``--settle`` steps; collision is then timed at that pile (batch members
@@ -9,7 +11,11 @@ get 1 mm of position noise so they are not one state). Timed: mjx_lite's
 ``collision.collision`` (jit of a vmap over the batch, kinematics done beforehand and not
 timed), MJX's ``mjx.collision`` the same way (when MJX accepts the scene), and MuJoCo C's
 ``mj_collision`` on one thread (a batch of B costs B times one call there). float32 unless
---x64. Results go to stdout and to benchmarks/results/<device>_<dtype>_collision.md.
+--x64. ``--max-geom-pairs`` gives mjx_lite the custom numerics of the same name (a number: every
+type group; TYPE1_TYPE2=N: one group), so that only pairs passing the bounding-sphere test
+reach the colliders (``mjx_lite.collision.driver``); a capped run reports the pairs that
+pass per group and the CONTACTFULL count. Results go to stdout and to
+benchmarks/results/<device>_<dtype>_collision[_capped].md.
 """
 
 from __future__ import annotations
@@ -72,27 +78,52 @@ def _timed(fn, arg, reps: int) -> tuple[float, float, object]:
     return jit_s, run, out
 
 
+def capped_model(path: pathlib.Path, caps: list[str]) -> pathlib.Path:
+    """A copy of the MJCF beside it (so its asset paths hold) with the max_geom_pairs
+    custom numerics: "N" for every group, "TYPE1_TYPE2=N" for one."""
+    from lxml import etree
+
+    tree = etree.parse(str(path))
+    custom = etree.SubElement(tree.getroot(), "custom")
+    for cap in caps:
+        name, _, value = cap.rpartition("=")
+        etree.SubElement(custom, "numeric", name="max_geom_pairs" + ("_" + name if name else ""),
+                         data=value)
+    out = path.with_name(f".{path.stem}_capped.xml")
+    tree.write(str(out))
+    return out
+
+
 def bench_mjx_lite(path, qpos, batches, reps: int, x64: bool) -> dict:
     import jax.numpy as jp
 
     import mjx_lite
     from mjx_lite import smooth
-    from mjx_lite.collision import pairs
-    from mjx_lite.collision.driver import collision, contact_budget
+    from mjx_lite.collision import driver, pairs
 
     if x64:
         jax.config.update("jax_enable_x64", True)
     m = mjx_lite.load_model(path)
     d0 = mjx_lite.make_data(m)
-    out = {"pair_groups": len(pairs.pair_groups(m)), "slots": contact_budget(m)}
-    fn = jax.jit(jax.vmap(lambda d: collision(m, d)))
+    out = {"pair_groups": len(pairs.pair_groups(m)), "slots": driver.contact_budget(m),
+           "groups": []}
+    fn = jax.jit(jax.vmap(lambda d: driver.collision(m, d)))
     kin = jax.jit(jax.vmap(lambda q: smooth.kinematics(m, d0.replace(qpos=q))))
     for b in batches:
         q = jp.asarray(_noisy(qpos, b, _free_pos(m.jnt_type, m.jnt_qposadr)), d0.qpos.dtype)
         d = jax.block_until_ready(kin(q))
+        if not out["groups"]:  # pairs passing the bounding-sphere test, member 0
+            d_first = jax.tree.map(lambda x: x[0], d)
+            for g in driver._groups(m):
+                margin, gap = driver._params(m, g)[:2]
+                near = driver._sphere_cull(m, d_first, g.geom1, g.geom2, margin + gap)
+                out["groups"].append(
+                    ("-".join(driver._G(t).name.lower() for t in g.types), len(g.geom1),
+                     int(near.sum()), driver.pair_slots(m, g)))
         jit_s, run_s, res = _timed(fn, d, reps)
         out[b] = {"jit_s": jit_s, "us_per_step": run_s / b * 1e6, "call_ms": run_s * 1e3,
-                  "ncon": int(res.ncon[0])}
+                  "ncon": int(res.ncon[0]),
+                  "contactfull": int(res.warning_count[:, driver.WARN_CONTACTFULL].sum())}
     return out
 
 
@@ -146,12 +177,19 @@ def main(argv=None) -> None:
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--x64", action="store_true")
     parser.add_argument("--no-mjx", action="store_true")
+    parser.add_argument("--max-geom-pairs", nargs="+", default=[],
+                        help="N (every group) and/or TYPE1_TYPE2=N (one group)")
     args = parser.parse_args(argv)
     if args.x64:
         jax.config.update("jax_enable_x64", True)
     path = pathlib.Path(args.model)
     qpos, mj_ncon, kinds = settled_qpos(path, args.settle)
-    ours = bench_mjx_lite(path, qpos, args.batches, args.reps, args.x64)
+    ours_path = capped_model(path, args.max_geom_pairs) if args.max_geom_pairs else path
+    try:
+        ours = bench_mjx_lite(ours_path, qpos, args.batches, args.reps, args.x64)
+    finally:
+        if ours_path != path:
+            ours_path.unlink()
     peers = {}
     if not args.no_mjx:
         peers["MJX"] = {b: _in_child(_mjx_batch, (path, qpos, b, args.reps, args.x64), 1800)
@@ -165,12 +203,17 @@ def main(argv=None) -> None:
         f"{platform.processor() or platform.machine()}; {dtype}",
         f"MuJoCo's contacts there: {mj_ncon} ({', '.join(f'{k} {v}' for k, v in kinds.items())})"
         f"; mjx_lite: {ours['pair_groups']} pair-type groups, {ours['slots']} contact slots",
+        "max_geom_pairs: " + (" ".join(args.max_geom_pairs) or "none (every candidate pair "
+                                                                  "runs its collider)"),
+        "pairs per group (candidates / passing the bounding-sphere test, member 0 / run): "
+        + ", ".join(f"{n} {c}/{p}/{k}" for n, c, p, k in ours["groups"]),
         "", "| engine | batch | jit s | us per step | call ms | contacts (member 0) |",
         "|---|---|---|---|---|---|"]
     for b in args.batches:
         r = ours[b]
         lines.append(f"| mjx_lite | {b} | {r['jit_s']:.1f} | {r['us_per_step']:.1f} | "
-                     f"{r['call_ms']:.2f} | {r['ncon']} |")
+                     f"{r['call_ms']:.2f} | {r['ncon']}; CONTACTFULL in {r['contactfull']} "
+                     f"of {b} |")
         for name, res in peers.items():
             r = res[b]
             if "error" in r:
@@ -182,7 +225,8 @@ def main(argv=None) -> None:
                  f"{c['us_per_step'] / 1e3:.3f} | {c['ncon']} |")
     text = "\n".join(lines) + "\n"
     print(text)
-    out = ROOT / "benchmarks" / "results" / f"{device.platform}_x{dtype[5:]}_collision.md"
+    suffix = "_capped" if args.max_geom_pairs else ""
+    out = ROOT / "benchmarks" / "results" / f"{device.platform}_x{dtype[5:]}_collision{suffix}.md"
     out.parent.mkdir(exist_ok=True)
     out.write_text(text)
     print(f"written to {out.relative_to(ROOT)}")

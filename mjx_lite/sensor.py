@@ -420,6 +420,9 @@ def _contact_slots(m: Model):
 
     rank = {p: k for k, p in enumerate(pairs.geom_pairs(m))}
     key, g1, g2 = [], [], []
+    if driver.max_geom_pairs(m) is not None:
+        raise NotImplementedError(f"contact sensors with a custom numeric "
+                                  f"{driver.MAX_GEOM_PAIRS}* cap (its slots hold traced geoms)")
     for grp in driver._groups(m):
         n = driver.collider(m, grp.types).NCON
         for a, b, ip in zip(grp.geom1, grp.geom2, grp.ipair):

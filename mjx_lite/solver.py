@@ -697,8 +697,13 @@ def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
             ok = (q < ends[-1]) & ~done[i]
             return (jp.where(ok, fn, f), improvement.at[i].add(-jp.where(ok, change, 0.0))), None
 
-        (fn, improvement), _ = jax.lax.scan(visit, (y, jp.zeros(nisl, b.dtype)),
-                                            jp.arange(nunit))
+        init = (y, jp.zeros(nisl, b.dtype))
+        if loop == "early_exit":
+            # forward only: visit just the active units (a while loop), where the scan below
+            # steps through every row of the budget (819 on humanoid, of which ~20 active)
+            fn, improvement = jax.lax.fori_loop(0, ends[-1], lambda q, c: visit(c, q)[0], init)
+        else:
+            (fn, improvement), _ = jax.lax.scan(visit, init, jp.arange(nunit))
         # adaptive restart: the step from y goes against the extrapolation y - x_k
         restart = ((fn - y) * (y - f)) @ isl.efc < 0
         kn = jp.where(restart, 0, k + 1)

@@ -535,3 +535,46 @@ def test_collision_library_convex_models():
         failures += [(path.name, x) for x in off]
         CONVEX_LIBRARY_FILE.write_text("\n".join(lines) + "\n")
     assert not failures, failures
+
+
+def _capped_boxes(cap: int, plane_box: int | None = None) -> mujoco.MjModel:
+    """Six free boxes on a floor in two touching rows of three, far apart: 4 box-box pairs
+    and all 6 plane-box pairs pass the bounding-sphere test (of 15 and 6 candidates)."""
+    bodies = "".join(
+        f'<body pos="{x0 + 0.199 * i} 0 .099"><freejoint/><geom type="box" size=".1 .1 .1"/>'
+        f'</body>' for x0 in (0.0, 5.0) for i in range(3))
+    return mujoco.MjModel.from_xml_string(
+        f'<mujoco><custom><numeric name="max_geom_pairs" data="{cap}"/>'
+        + ('' if plane_box is None else
+           f'<numeric name="max_geom_pairs_plane_box" data="{plane_box}"/>')
+        + '</custom><worldbody>'
+        f'<geom type="plane" size="9 9 .1"/>{bodies}</worldbody></mujoco>')
+
+
+def test_max_geom_pairs_caps_slots_and_counts_overflow():
+    """With the custom numeric max_geom_pairs, each type group keeps at most that many of the
+    pairs that pass culling: at 6 (every passing pair fits) the contacts equal MuJoCo's and
+    no warning counts, and so at 4 with max_geom_pairs_plane_box at 6 (the group's own cap
+    wins: its 6 passing pairs overflow 4); at 3 alone the plane-box group (6 passing)
+    overflows: its excess contacts are dropped and CONTACTFULL counts once."""
+    from mjx_lite.collision.driver import WARN_CONTACTFULL, contact_budget
+
+    for cap, plane_box, budget in ((6, None, 6 * 8 + 6 * 4), (3, None, 3 * 8 + 3 * 4),
+                                   (4, 6, 4 * 8 + 6 * 4)):
+        mjm = _capped_boxes(cap, plane_box)
+        m = interop.model_from_mujoco(mjm)
+        assert contact_budget(m) == budget
+        mjd = mujoco.MjData(mjm)
+        mujoco.mj_forward(mjm, mjd)
+        d = interop.data_from_mujoco(mjm, mjd, m)
+        out = _collide(m, d)
+        ours = contacts_to_numpy(out)
+        warned = int(out.warning_count[WARN_CONTACTFULL])
+        if cap >= 4:
+            listed = [{k: v[j] for k, v in ours.items()} for j in range(len(ours["dist"]))]
+            worst = compare(listed, [_mj_contact(c) for c in mjd.contact[: mjd.ncon]])
+            assert max(worst.values()) < 1e-9 and warned == 0, (worst, warned)
+        else:
+            plane_box = int(np.sum(ours["geom1"] == 0))
+            assert warned == 1 and plane_box == 3 * 4 and int(out.ncon) < mjd.ncon, (
+                warned, plane_box, int(out.ncon), mjd.ncon)

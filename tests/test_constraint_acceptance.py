@@ -37,7 +37,7 @@ from mjx_lite.collision.driver import missing_colliders
 from mjx_lite.forward import forward, inverse, step, xfrc_accumulate
 from mjx_lite.types import DisableBit, SolverType
 
-from conftest import GYM_ASSETS, MODELS_DIR, REPO_ROOT
+from conftest import GYM_ASSETS, MJX_TEST_DATA, MODELS_DIR, REPO_ROOT
 from parity import rel_error
 
 SOLVE_RTOL = 1e-5
@@ -88,6 +88,28 @@ def _models():
         mjm.opt.cone = cone
         out.append((f"families_{'elliptic' if cone else 'pyramidal'}", mjm))
     return out
+
+
+def _mjx_models():
+    """(name, MjModel) of every mujoco-mjx test_data model MuJoCo 4.0 loads (arm26.xml fails
+    its lengthrange computation and constraints.xml wraps a ball joint in a fixed tendon: 4.0
+    rejects both)."""
+    out = []
+    for path in sorted(MJX_TEST_DATA.rglob("*.xml")):
+        try:
+            mjm = mujoco.MjModel.from_xml_path(str(path))
+        except ValueError:
+            continue
+        out.append((f"mjx:{path.relative_to(MJX_TEST_DATA).with_suffix('')}", mjm))
+    return out
+
+
+MODEL_SETS = {"gymnasium and family models": _models, "mujoco-mjx test_data": _mjx_models}
+
+
+def _no_row(fam) -> str | None:
+    """Why a state does not count: the issue counts only states with an active row."""
+    return None if fam else "no constraint row active in 5 x 2000 random-control steps: not counted"
 
 
 def _families(mjm) -> set[int]:
@@ -213,16 +235,25 @@ def _write(section: str, lines: list[str]):
     OUT.write_text(body)
 
 
+def _section(title: str, model_set: str) -> str:
+    """The gymnasium set keeps the section names it has always had."""
+    return title if model_set == "gymnasium and family models" else f"{title}: {model_set}"
+
+
 def _skip_reason(mjm) -> str | None:
     missing = missing_colliders(interop.model_from_mujoco(mjm))
     return f"not run: needs {', '.join(missing)}" if missing else None
 
 
 @pytest.mark.acceptance
-def test_converged_solves():
+@pytest.mark.parametrize("model_set", MODEL_SETS)
+def test_converged_solves(model_set):
     lines, worst, worst_pgs = [], 0.0, 0.0
-    for name, mjm0 in _models():
+    for name, mjm0 in MODEL_SETS[model_set]():
         seed, k, qpos, qvel, ctrl, fam, nact = find_state(name, mjm0)
+        if _no_row(fam):
+            lines.append(f"{name}: {_no_row(fam)}")
+            continue
         head = f"{name} seed={seed} step={k} active_contacts={nact} families={sorted(fam)}"
         solvers = [SolverType.NEWTON, SolverType.CG, SolverType.PGS]
         for stype in solvers:
@@ -253,7 +284,8 @@ def test_converged_solves():
                      f"{rel_error(out.qacc, mjd.qacc):.1e}")
     lines.append(f"worst Newton/CG {worst:.2e} (bound {SOLVE_RTOL}); worst PGS {worst_pgs:.2e} "
                  f"(bound {PGS_RTOL})")
-    _write("converged solves (MuJoCo's contacts, rows matched one to one)", lines)
+    _write(_section("converged solves (MuJoCo's contacts, rows matched one to one)", model_set),
+           lines)
     assert worst < SOLVE_RTOL and worst_pgs < PGS_RTOL
 
 
@@ -269,14 +301,15 @@ def _rollout_fn(m, nstep):
 
 
 @pytest.mark.acceptance
-def test_rollout_chaos_bound():
+@pytest.mark.parametrize("model_set", MODEL_SETS)
+def test_rollout_chaos_bound(model_set):
     lines, ok = [], True
-    for name, mjm0 in _models():
-        reason = _skip_reason(mjm0)
+    for name, mjm0 in MODEL_SETS[model_set]():
+        seed, k, qpos, qvel, ctrl, fam, _ = find_state(name, mjm0)
+        reason = _skip_reason(mjm0) or _no_row(fam)
         if reason:
             lines.append(f"{name}: {reason}")
             continue
-        seed, k, qpos, qvel, ctrl, _, _ = find_state(name, mjm0)
         mjm = copy.copy(mjm0)
         rng = np.random.default_rng(1)
         lo, hi = mjm.actuator_ctrlrange[:, 0], mjm.actuator_ctrlrange[:, 1]
@@ -308,7 +341,8 @@ def test_rollout_chaos_bound():
         lines.append(f"{name} from step {k}: max dev {dev.max():.1e} max self-dev "
                      f"{selfdev.max():.1e} worst ratio dev/bound {dev[worst] / bound[worst]:.2f} "
                      f"at step {worst} {'ok' if good else 'FAIL'} (jit+run {secs:.0f} s)")
-    _write("rollouts, 200 steps, own collision, model settings, early exit", lines)
+    _write(_section("rollouts, 200 steps, own collision, model settings, early exit", model_set),
+           lines)
     assert ok
 
 
@@ -324,16 +358,17 @@ def _mj_applied(mjm, mjd) -> np.ndarray:
 
 
 @pytest.mark.acceptance
-def test_inverse_consistency():
+@pytest.mark.parametrize("model_set", MODEL_SETS)
+def test_inverse_consistency(model_set):
     lines, worst = [], 0.0
     fwd_inv = jax.jit(lambda m, d: inverse(m, forward(m, d)))
     acc = jax.jit(xfrc_accumulate)
-    for name, mjm0 in _models():
-        reason = _skip_reason(mjm0)
+    for name, mjm0 in MODEL_SETS[model_set]():
+        seed, k, qpos, qvel, ctrl, fam, _ = find_state(name, mjm0)
+        reason = _skip_reason(mjm0) or _no_row(fam)
         if reason:
             lines.append(f"{name}: {reason}")
             continue
-        seed, k, qpos, qvel, ctrl, _, _ = find_state(name, mjm0)
         opt = dict(solver=int(SolverType.NEWTON), tolerance=1e-14, iterations=200,
                    ls_iterations=50)
         # islands as the model has them (on): each island converges to its own scale, where
@@ -358,7 +393,8 @@ def test_inverse_consistency():
                      f"vs applied {e1:.1e}, vs mj_inverse {e2:.1e}; mujoco's own "
                      f"mj_inverse vs applied {e0:.1e}")
     lines.append(f"worst {worst:.2e} (bound {INVERSE_RTOL})")
-    _write("inverse after converged Newton (tolerance 1e-14, 200 iterations)", lines)
+    _write(_section("inverse after converged Newton (tolerance 1e-14, 200 iterations)",
+                    model_set), lines)
     assert worst < INVERSE_RTOL
 
 

@@ -102,8 +102,11 @@ def test_pgs_own_settings_matches_iterates(cone):
         compare_solution(mjd, out, OWN_RTOL, state=False)
 
 
-def test_early_exit_matches_fixed():
-    opt = dict(CONVERGED, solver=int(SolverType.NEWTON))
+@pytest.mark.parametrize("solver_type", [SolverType.NEWTON, SolverType.PGS])
+def test_early_exit_matches_fixed(solver_type):
+    """The while loops of early exit (Newton's iterations; PGS's sweeps and its visits of the
+    active units only) give the fixed loop's answer and count."""
+    opt = dict(CONVERGED, solver=int(solver_type))
     _, _, m, d = setup(CONTACT_XML, seed=2, qvel_noise=0.3, opt=opt)
     fixed = _solve(m, d)
     early = _solve(m, d, loop="early_exit")

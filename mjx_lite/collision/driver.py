@@ -13,8 +13,16 @@ cylinder-cylinder, cylinder-box and cylinder-mesh under multiccd (``cylinder``),
 min(50, 2 * window cells) for a height field (``hfield``): the most each collider can return,
 so no contact is ever dropped (and no contact-full warning is needed).
 
-Culling is a mask: a culled pair still runs its collider (fixed shapes under jit/vmap), so it
-saves no work yet; it reproduces MuJoCo's filter, whose result the colliders never change.
+Culling (mj_filterSphere) is a mask by default: a culled pair still runs its collider (fixed
+shapes under jit/vmap) and its result is masked, so every candidate costs the same. A model
+that sets the custom numeric ``max_geom_pairs`` (the name MJX users know) caps each type
+group at that many pairs (``max_geom_pairs_<type1>_<type2>``, e.g.
+``max_geom_pairs_cylinder_box``, sets one group's cap): the pairs that pass the culling
+test, in pair order, go to the collider and the rest cost nothing. More passing pairs than
+the cap in a group drops the excess and counts a CONTACTFULL warning (``d.warning_count[1]``,
+once per step), as MuJoCo counts a full contact buffer. Contact sensors need the uncapped
+layout (static slot geoms).
+
 The convex solver serves the pairs for which MuJoCo 4.0 returns one contact: sphere-mesh and
 ellipsoid with capsule, ellipsoid, cylinder, box or mesh; with ``multiccd`` disabled also
 capsule-cylinder, capsule-mesh, cylinder-cylinder, cylinder-box, cylinder-mesh, box-mesh and
@@ -154,11 +162,44 @@ def missing_colliders(m: Model) -> list[str]:
             for g in pair_groups(m) if collider(m, g.types) is None]
 
 
+MAX_GEOM_PAIRS = "max_geom_pairs"  # the custom numeric MJX users know for the same cap
+WARN_CONTACTFULL = 1  # mjtWarning (MuJoCo 4.0)
+
+
+def max_geom_pairs(m: Model, types=None) -> int | None:
+    """The model's cap on the candidate pairs of one geom-type group that go to its collider
+    after culling, or None (every candidate, as MuJoCo): the custom numeric
+    ``max_geom_pairs_<type1>_<type2>`` for that group (e.g. ``max_geom_pairs_cylinder_box``,
+    types in MuJoCo's order), else ``max_geom_pairs`` for every group. Without ``types``:
+    whether the model sets any cap."""
+    names = next((v for k, v in m.names if k == "numeric"), ())
+    numerics = dict(zip(names, m.numeric_data))
+    keys = [k for k in numerics if k == MAX_GEOM_PAIRS or k.startswith(MAX_GEOM_PAIRS + "_")]
+    if types is None:
+        return min((int(numerics[k][0]) for k in keys), default=None)
+    own = MAX_GEOM_PAIRS + "".join("_" + _G(int(t)).name.lower() for t in types)
+    for key in (own, MAX_GEOM_PAIRS):
+        if key in numerics:
+            value = int(numerics[key][0])
+            if value < 1:
+                raise ValueError(f"custom numeric {key} must be at least 1, got {value}")
+            return value
+    return None
+
+
+def pair_slots(m: Model, grp: PairGroup) -> int:
+    """Static number of pairs of ``grp`` the collider runs on: all of them, or at most
+    ``max_geom_pairs`` of those that pass the bounding-sphere test."""
+    cap = max_geom_pairs(m, grp.types)
+    return len(grp.geom1) if cap is None else min(cap, len(grp.geom1))
+
+
 def contact_budget(m: Model) -> int:
-    """Static number of contact slots: sum over candidate pairs of their contact cap."""
+    """Static number of contact slots: sum over groups of their pair slots times the most
+    contacts one pair gives."""
     if m.opt.disableflags & (DisableBit.CONSTRAINT | DisableBit.CONTACT):
         return 0
-    return int(sum(len(g.geom1) * collider(m, g.types, g).NCON for g in _groups(m)))
+    return int(sum(pair_slots(m, g) * collider(m, g.types, g).NCON for g in _groups(m)))
 
 
 def _mesh_verts(m: Model, geoms: np.ndarray) -> jax.Array:
@@ -255,11 +296,12 @@ def collision(m: Model, d: Data) -> Data:
     if nslot == 0:
         return d.replace(contact=Contact.zeros(0, d.qpos.dtype),
                          ncon=jp.zeros((), dtype=jp.int32))
-    parts = []
+    parts, overflow = [], jp.zeros((), bool)
     for grp in _groups(m):
         fn = collider(m, grp.types, grp)
         g1, g2 = grp.geom1, grp.geom2
         margin, gap, condim, friction, solref, solreffriction, solimp = _params(m, grp)
+        near = _sphere_cull(m, d, g1, g2, margin + gap)
         args = [d.geom_xpos[g1], d.geom_xmat[g1], m.geom_size[g1],
                 d.geom_xpos[g2], d.geom_xmat[g2], m.geom_size[g2], margin + gap]
         mesh = getattr(fn, "MESH", None)
@@ -277,8 +319,20 @@ def collision(m: Model, d: Data) -> Data:
             grid = adr[:, None] + np.arange(nrow * ncol)[None]
             args += [jp.asarray(m.hfield_data)[grid].reshape(-1, nrow, ncol),
                      m.hfield_size[hid].astype(d.geom_xpos.dtype)]
+        nkeep = pair_slots(m, grp)
+        if nkeep < len(g1):
+            # the pairs that pass the culling test first (in pair order), so far-apart pairs
+            # cost nothing; beyond the cap they are dropped and counted as MuJoCo counts a
+            # full contact buffer
+            keep = jp.argsort(~near, stable=True)[:nkeep]
+            overflow = overflow | (jp.sum(near) > nkeep)
+            take = lambda x, keep=keep: None if x is None else jp.asarray(x)[keep]  # noqa: E731
+            args = [jax.tree.map(take, a) for a in args]
+            near, margin, condim, friction, solref, solreffriction, solimp, g1, g2 = (
+                take(x) for x in (near, margin, condim, friction, solref, solreffriction,
+                                  solimp, g1, g2))
         dist, pos, normal, tangent, valid = jax.vmap(fn)(*args)
-        valid = valid & _sphere_cull(m, d, g1, g2, margin + gap)[:, None]
+        valid = valid & near[:, None]
         n = fn.NCON
         rep = lambda x, n=n: jp.repeat(jp.asarray(x), n, axis=0)  # noqa: E731
         parts.append(dict(
@@ -312,9 +366,10 @@ def collision(m: Model, d: Data) -> Data:
         valid=v,
     )
     ncon = jp.sum(v).astype(jp.int32)
-    # no warning counter is touched: every pair owns MuJoCo's own per-pair maximum of slots
-    # (mj_maxContact), so no contact can be dropped for lack of room
-    return d.replace(contact=contact, ncon=ncon)
+    # every pair that reaches its collider owns MuJoCo's per-pair maximum of slots
+    # (mj_maxContact), so only the max_geom_pairs cap can drop contacts
+    warning_count = d.warning_count.at[WARN_CONTACTFULL].add(overflow.astype(jp.int32))
+    return d.replace(contact=contact, ncon=ncon, warning_count=warning_count)
 
 
 def contacts_to_numpy(d: Data) -> dict[str, np.ndarray]:
