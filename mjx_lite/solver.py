@@ -270,10 +270,21 @@ def _evaluate(m, d, p, cone, isl: _Islands, qacc, ma, jar, newton: bool):
 
 
 def _linesearch(m, d, p, cone, isl: _Islands, ctx: Context):
-    """Exact line search on the piecewise-quadratic cost, one step length per island:
-    ls_iterations safeguarded 1-D Newton steps (bracketed, bisection when Newton leaves the
-    bracket). Islands share no row, so each island's cost depends on its own step only and
-    one forward-mode pass with a unit tangent gives every island's derivatives."""
+    """MuJoCo 4.0's line search on the piecewise-quadratic cost, one step length per island
+    (islands share no row, so each island's cost depends on its own step only and one
+    forward-mode pass with a unit tangent gives every island's derivatives).
+
+    As MuJoCo runs it, counting cost evaluations against ``ls_iterations``: a Newton step
+    from 0 (kept unless it costs more than 0); then Newton steps in the same direction
+    until the slope changes sign (one-sided); then bracketed steps, each evaluating the
+    bracket's midpoint and, for a bracket end that one of the three candidates (the two
+    ends' Newton points and the midpoint) improves, the Newton point from its new end. A
+    point whose slope is below ``tolerance * ls_tolerance`` (scaled) ends the search; so
+    does the budget, with the last Newton point (one-sided) or the cheaper bracket end.
+    Here every scan step performs one evaluation, its phase saying which: 0 one-sided, 1
+    midpoint, 2 and 3 the new Newton points of the low and high ends; 4 done. With a
+    small ``ls_iterations`` (the mujoco-mjx test models use 4) where the search stops
+    decides the iterate, so the schedule, not only the minimizer, must be MuJoCo's."""
     srch = ctx.search
     v = d.efc_J @ srch
     mv = d.qM @ srch
@@ -284,37 +295,99 @@ def _linesearch(m, d, p, cone, isl: _Islands, ctx: Context):
         s = _row_update(m, d, p, cone, ctx.jar + (isl.efc @ alpha) * v)[2] @ isl.efc
         return alpha * g1 + 0.5 * alpha * alpha * g2 + s
 
-    def derivs(alpha):
-        d1f = lambda a: jax.jvp(cost1, (a,), (jp.ones_like(a),))[1]  # noqa: E731
-        d1, d2 = jax.jvp(d1f, (alpha,), (jp.ones_like(alpha),))
-        return d1, d2
+    def point(alpha):
+        """(alpha, cost, slope, curvature), the curvature kept positive as MuJoCo does."""
+        ones = jp.ones_like(alpha)
+        first = lambda a: jax.jvp(cost1, (a,), (ones,))  # noqa: E731
+        (cost, d1), (_, d2) = jax.jvp(first, (alpha,), (ones,))
+        return alpha, cost, d1, jp.where(d2 > 0, d2, _MINVAL)
+
+    def newton(pt):
+        return pt[0] - pt[2] / pt[3]
+
+    def pick(c, a, b):
+        return tuple(jp.where(c, x, y) for x, y in zip(a, b))
 
     k = isl.scale.shape[0]
     dtype = ctx.qacc.dtype
     snorm = _safe_sqrt((srch * srch) @ isl.dof)
     gtol = m.opt.tolerance * m.opt.ls_tolerance * snorm / isl.scale
-    d1, d2 = derivs(jp.zeros(k, dtype))
-    alpha = jp.maximum(-d1 / jp.maximum(d2, 1e-30), 0.0)
-    lo, hi = jp.zeros(k, dtype), jp.full(k, jp.inf, dtype)
-    done = jp.abs(d1) <= gtol
+    budget = m.opt.ls_iterations
+    one_sided, midpoint, next1, next2, done = 0, 1, 2, 3, 4
+    p0 = point(jp.zeros(k, dtype))
+    p1 = point(newton(p0))
+    p1 = pick(p0[1] < p1[1], p0, p1)
+    direction = jp.where(p1[2] < 0, 1.0, -1.0)
+    start_done = (jp.abs(p1[2]) < gtol) | (snorm < _MINVAL)
+    st = dict(p1=p1, p2=p1, p1n=p1, p2n=p1, phase=jp.where(start_done, done, one_sided),
+              alpha=jp.where(snorm < _MINVAL, 0.0, p1[0]), p2set=jp.zeros(k, bool),
+              pending2=jp.zeros(k, bool), lsiter=jp.full(k, 2, jp.int32))
 
-    def body(carry, _):
-        alpha, lo, hi, done = carry
-        a1, a2 = derivs(alpha)
-        conv = done | (jp.abs(a1) <= gtol)
-        lo_n = jp.where(a1 < 0, alpha, lo)
-        hi_n = jp.where(a1 < 0, hi, alpha)
-        nxt = alpha - a1 / jp.maximum(a2, 1e-30)
-        mid = jp.where(jp.isfinite(hi_n), 0.5 * (lo_n + hi_n), 2 * lo_n + 1)
-        nxt = jp.where((nxt > lo_n) & (nxt < hi_n), nxt, mid)
-        keep = conv
-        return (jp.where(keep, alpha, nxt), jp.where(keep, lo, lo_n),
-                jp.where(keep, hi, hi_n), conv), None
+    def update(end, cands):
+        """updateBracket: the candidate with the smallest same-sign slope replaces the end."""
+        moved = jp.zeros(k, bool)
+        for c in cands:
+            better = (((end[2] < 0) & (c[2] < 0) & (end[2] < c[2]))
+                      | ((end[2] > 0) & (c[2] > 0) & (end[2] > c[2])))
+            end = pick(better, c, end)
+            moved = moved | better
+        return end, moved
 
-    (alpha, _, _, _), _ = jax.lax.scan(body, (alpha, lo, hi, done), None,
-                                       length=max(1, m.opt.ls_iterations))
-    alpha = jp.where(done, 0.0, alpha)
-    return alpha, v, mv
+    def body(st):
+        ph, p1, p2, n = st["phase"], st["p1"], st["p2"], st["lsiter"]
+        at = jp.where(ph == midpoint, 0.5 * (p1[0] + p2[0]),
+                      jp.where(ph == next2, newton(p2), newton(p1)))
+        new = point(at)
+        outs = {}
+
+        # one-sided search: Newton steps from p1 while its slope points the same way
+        going = (p1[2] * direction <= -gtol) & (n < budget)
+        give_up = (n >= budget) | ~st["p2set"]  # the search ends at p1 without a bracket
+        outs[one_sided] = dict(
+            p1=pick(going, new, p1), p2=pick(going, p1, p2), p2set=st["p2set"] | going,
+            p1n=pick(going, st["p1n"], new), p2n=pick(going, st["p2n"], p1),
+            phase=jp.where(going, jp.where(jp.abs(new[2]) < gtol, done, one_sided),
+                           jp.where(give_up, done, midpoint)),
+            alpha=jp.where(going, new[0], p1[0]),
+            lsiter=jp.where(going | ~give_up, n + 1, n))
+
+        # bracketed search: the midpoint, convergence among the candidates, bracket updates
+        cands = (st["p1n"], st["p2n"], new)
+        best, found = cands[0], jp.abs(cands[0][2]) < gtol
+        for c in cands[1:]:
+            ok = jp.abs(c[2]) < gtol
+            best = pick(ok & (~found | (c[1] < best[1])), c, best)
+            found = found | ok
+        q1, moved1 = update(p1, cands)
+        q2, moved2 = update(p2, cands)
+        out_of_budget = n >= budget
+        # out of budget: the cheaper bracket end if it improves on 0, else no step
+        end1 = (p1[1] <= p2[1]) & (p1[1] < p0[1])
+        end2 = ~end1 & (p2[1] <= p1[1]) & (p2[1] < p0[1])
+        final = jp.where(end1, p1[0], jp.where(end2, p2[0], 0.0))
+        outs[midpoint] = dict(
+            p1=pick(out_of_budget | found, p1, q1), p2=pick(out_of_budget | found, p2, q2),
+            pending2=moved1 & moved2,
+            phase=jp.where(out_of_budget | found, done, jp.where(
+                moved1, next1, jp.where(moved2, next2, done))),
+            alpha=jp.where(out_of_budget, final, jp.where(found, best[0], new[0])),
+            lsiter=jp.where(out_of_budget, n, n + 1))
+        outs[next1] = dict(p1n=new, lsiter=n + 1,
+                           phase=jp.where(st["pending2"], next2, midpoint))
+        outs[next2] = dict(p2n=new, lsiter=n + 1, phase=jp.full(k, midpoint, jp.int32))
+
+        merged = dict(st)
+        for phase_id, out in outs.items():
+            sel = ph == phase_id
+            for key, val in out.items():
+                merged[key] = jax.tree_util.tree_map(
+                    lambda a, b, sel=sel: jp.where(sel, a, b), val, merged[key])
+        return merged
+
+    # every step evaluates one point; the searches themselves stop MuJoCo's way
+    steps = max(1, budget) + 3
+    st = jax.lax.fori_loop(0, steps, lambda _, s: body(s), st)
+    return st["alpha"], v, mv
 
 
 def _primal_step(m, d, p, cone, isl: _Islands, newton: bool, ctx: Context) -> Context:
@@ -343,14 +416,17 @@ def _primal_step(m, d, p, cone, isl: _Islands, newton: bool, ctx: Context) -> Co
     if newton:
         # Newton decrement 0.5 g' H^-1 g: the predicted improvement of the next iteration
         done = done | (isl.scale * 0.5 * ((grad * mgrad) @ isl.dof) < tol)
+    # a line search that finds no step ends the island's solve without counting an iteration
+    stalled = alpha == 0
     new = Context(qacc=qacc, Ma=ma, jar=jar, cost=cost, grad=grad, Mgrad=mgrad,
-                  search=search, done=done, niter=ctx.niter + 1)
+                  search=search, done=done | stalled, niter=ctx.niter + 1)
     # islands that have converged keep their iterate; dofs and rows in no island never move
-    running = (~ctx.done).astype(isl.dof.dtype)
+    frozen = ctx.done | stalled
+    running = (~frozen).astype(isl.dof.dtype)
     keep_dof = (isl.dof @ running) < 0.5
     keep_efc = (isl.efc @ running) < 0.5
-    keep = Context(qacc=keep_dof, Ma=keep_dof, jar=keep_efc, cost=ctx.done, grad=keep_dof,
-                   Mgrad=keep_dof, search=keep_dof, done=ctx.done, niter=ctx.done)
+    keep = Context(qacc=keep_dof, Ma=keep_dof, jar=keep_efc, cost=frozen, grad=keep_dof,
+                   Mgrad=keep_dof, search=keep_dof, done=ctx.done, niter=frozen)
     return jax.tree_util.tree_map(lambda k, o, n: jp.where(k, o, n), keep, ctx, new)
 
 
