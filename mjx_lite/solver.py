@@ -275,8 +275,8 @@ def _linesearch(m, d, p, cone, isl: _Islands, ctx: Context):
     forward-mode pass with a unit tangent gives every island's derivatives).
 
     As MuJoCo runs it, counting cost evaluations against ``ls_iterations``: a Newton step
-    from 0 (kept unless it costs more than 0); then Newton steps in the same direction
-    until the slope changes sign (one-sided); then bracketed steps, each evaluating the
+    from 0; then Newton steps in the same direction until the slope changes sign
+    (one-sided); then bracketed steps, each evaluating the
     bracket's midpoint and, for a bracket end that one of the three candidates (the two
     ends' Newton points and the midpoint) improves, the Newton point from its new end. A
     point whose slope is below ``tolerance * ls_tolerance`` (scaled) ends the search; so
@@ -315,8 +315,9 @@ def _linesearch(m, d, p, cone, isl: _Islands, ctx: Context):
     budget = m.opt.ls_iterations
     one_sided, midpoint, next1, next2, done = 0, 1, 2, 3, 4
     p0 = point(jp.zeros(k, dtype))
+    # MuJoCo 4.0 keeps this first Newton point even where it costs more than 0 (measured: the
+    # public 3.x source falls back to 0 there, and 4.0's step and neval differ from that)
     p1 = point(newton(p0))
-    p1 = pick(p0[1] < p1[1], p0, p1)
     direction = jp.where(p1[2] < 0, 1.0, -1.0)
     start_done = (jp.abs(p1[2]) < gtol) | (snorm < _MINVAL)
     st = dict(p1=p1, p2=p1, p1n=p1, p2n=p1, phase=jp.where(start_done, done, one_sided),
