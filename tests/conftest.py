@@ -23,6 +23,8 @@ jax.config.update("jax_enable_x64", True)
 _CACHE_DIR = os.environ.get("JAX_COMPILATION_CACHE_DIR", str(REPO_ROOT / ".jax_cache"))
 # (JAX reads the variable itself too, so "off" is undone explicitly)
 jax.config.update("jax_compilation_cache_dir", None if _CACHE_DIR == "off" else _CACHE_DIR)
+if _CACHE_DIR == "off":  # and subprocesses (CLI tests) must not take "off" for a folder
+    os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
 # Cache every program: the test suite is many small jits, each below the 1 s default threshold.
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
