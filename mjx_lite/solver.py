@@ -276,9 +276,9 @@ def _linesearch(m, d, p, cone, isl: _Islands, ctx: Context):
 
     As MuJoCo runs it, counting cost evaluations against ``ls_iterations``: a Newton step
     from 0; then Newton steps in the same direction until the slope changes sign
-    (one-sided); then bracketed steps, each evaluating the
-    bracket's midpoint and, for a bracket end that one of the three candidates (the two
-    ends' Newton points and the midpoint) improves, the Newton point from its new end. A
+    (one-sided); then bracketed steps, each evaluating the bracket's midpoint and, for a
+    bracket end that one of the three candidates (the two ends' Newton points and the
+    midpoint) improves, the Newton point from its new end. A
     point whose slope is below ``tolerance * ls_tolerance`` (scaled) ends the search; so
     does the budget, with the last Newton point (one-sided) or the cheaper bracket end.
     Here every scan step performs one evaluation, its phase saying which: 0 one-sided, 1

@@ -11,7 +11,7 @@ pair (``NCON``): 1 for any pair with a sphere or ellipsoid, 2 plane-capsule, 4 p
 mesh-mesh under multiccd (``multiccd``), 2 for capsule-cylinder and capsule-mesh and 4 for
 cylinder-cylinder, cylinder-box and cylinder-mesh under multiccd (``cylinder``),
 min(50, 2 * window cells) for a height field (``hfield``): the most each collider can return,
-so no contact is ever dropped (and no contact-full warning is needed).
+so a pair that reaches its collider never loses a contact (only the cap below drops any).
 
 Culling (mj_filterSphere) is a mask by default: a culled pair still runs its collider (fixed
 shapes under jit/vmap) and its result is masked, so every candidate costs the same. A model
