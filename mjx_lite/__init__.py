@@ -1,5 +1,6 @@
 """mjx_lite: MuJoCo's model and pipeline in pure, jit/vmap/grad-able JAX."""
 
+from mjx_lite.collision.driver import contacts_to_numpy
 from mjx_lite.compiler.assemble import load_model, load_model_from_string
 from mjx_lite.derivative import transition_jacobians
 from mjx_lite.errors import MJCFError
@@ -35,6 +36,7 @@ __all__ = [
     "BiasType", "ConeType", "Data", "DisableBit", "DynType", "EnableBit", "GainType",
     "GeomType", "IntegratorType", "JointType", "MJCFError", "Model", "ObjType", "Option",
     "SensorType", "SolverType", "Statistic", "TrnType", "__version__", "contact_force",
+    "contacts_to_numpy",
     "forward", "full_m", "rne_post_constraint",
     "id2name", "inverse", "load_model", "load_model_from_string", "make_data", "name2id",
     "ray", "rollout", "step", "transition_jacobians",

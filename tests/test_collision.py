@@ -538,11 +538,13 @@ def test_collision_library_convex_models():
 
 
 def _capped_boxes(cap: int, plane_box: int | None = None) -> mujoco.MjModel:
-    """Six free boxes on a floor in two touching rows of three, far apart: 4 box-box pairs
-    and all 6 plane-box pairs pass the bounding-sphere test (of 15 and 6 candidates)."""
+    """Six free boxes over a floor in two rows of three, far apart: 4 box-box pairs and all 6
+    plane-box pairs pass the bounding-sphere test (of 15 and 6 candidates). The first row
+    hovers 0.5 mm above the floor and the second rests in it, so a cap that kept the first
+    passing pairs in pair order would keep no floor contact."""
     bodies = "".join(
-        f'<body pos="{x0 + 0.199 * i} 0 .099"><freejoint/><geom type="box" size=".1 .1 .1"/>'
-        f'</body>' for x0 in (0.0, 5.0) for i in range(3))
+        f'<body pos="{x0 + 0.199 * i} 0 {z}"><freejoint/><geom type="box" size=".1 .1 .1"/>'
+        f'</body>' for x0, z in ((0.0, .1005), (5.0, .099)) for i in range(3))
     return mujoco.MjModel.from_xml_string(
         f'<mujoco><custom><numeric name="max_geom_pairs" data="{cap}"/>'
         + ('' if plane_box is None else
@@ -556,7 +558,8 @@ def test_max_geom_pairs_caps_slots_and_counts_overflow():
     pairs that pass culling: at 6 (every passing pair fits) the contacts equal MuJoCo's and
     no warning counts, and so at 4 with max_geom_pairs_plane_box at 6 (the group's own cap
     wins: its 6 passing pairs overflow 4); at 3 alone the plane-box group (6 passing)
-    overflows: its excess contacts are dropped and CONTACTFULL counts once."""
+    overflows: the 3 pairs whose bounding spheres are closest (the resting row) are kept,
+    the excess dropped, and CONTACTFULL counts once."""
     from mjx_lite.collision.driver import WARN_CONTACTFULL, contact_budget
 
     for cap, plane_box, budget in ((6, None, 6 * 8 + 6 * 4), (3, None, 3 * 8 + 3 * 4),

@@ -17,8 +17,9 @@ Culling (mj_filterSphere) is a mask by default: a culled pair still runs its col
 shapes under jit/vmap) and its result is masked, so every candidate costs the same. A model
 that sets the custom numeric ``max_geom_pairs`` (the name MJX users know) caps each type
 group at that many pairs (``max_geom_pairs_<type1>_<type2>``, e.g.
-``max_geom_pairs_cylinder_box``, sets one group's cap): the pairs that pass the culling
-test, in pair order, go to the collider and the rest cost nothing. More passing pairs than
+``max_geom_pairs_cylinder_box``, sets one group's cap): of the pairs that pass the culling
+test, those whose bounding spheres are closest (MJX's top-k choice) go to the collider and
+the rest cost nothing. More passing pairs than
 the cap in a group drops the excess and counts a CONTACTFULL warning (``d.warning_count[1]``,
 once per step), as MuJoCo counts a full contact buffer. Contact sensors need the uncapped
 layout (static slot geoms).
@@ -69,6 +70,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite import math
 from mjx_lite.collision import box, convex, cylinder, hfield, multiccd, plane_mesh, primitive
 from mjx_lite.collision.pairs import PairGroup, pair_groups
 from mjx_lite.collision.types import EMPTY_DIST, Contact, make_frame
@@ -273,7 +275,8 @@ def _params(m: Model, grp: PairGroup):
 
 
 def _sphere_cull(m: Model, d: Data, g1, g2, bound_margin):
-    """mj_filterSphere: True where the bounding spheres (or sphere and plane) may touch."""
+    """mj_filterSphere: (near, gap) where near is True where the bounding spheres (or sphere
+    and plane) may touch and gap is the distance between them (-inf for unbounded geoms)."""
     rb1, rb2 = m.geom_rbound[g1], m.geom_rbound[g2]
     p1, p2 = d.geom_xpos[g1], d.geom_xpos[g2]
     dif = p2 - p1
@@ -282,7 +285,10 @@ def _sphere_cull(m: Model, d: Data, g1, g2, bound_margin):
     # a plane's bound is 0: test the other geom's sphere against the plane's half-space
     pdist = jp.sum(dif * d.geom_xmat[g1][:, :, 2], -1)
     far_plane = pdist > bound_margin + rb2
-    return ~jp.where(plane1, far_plane & (rb2 > 0), far & (rb1 > 0) & (rb2 > 0))
+    near = ~jp.where(plane1, far_plane & (rb2 > 0), far & (rb1 > 0) & (rb2 > 0))
+    bounded = jp.where(plane1, rb2 > 0, (rb1 > 0) & (rb2 > 0))
+    gap = jp.where(plane1, pdist - rb2, math.safe_norm(dif, axis=-1) - rb1 - rb2)
+    return near, jp.where(bounded, gap, -jp.inf)
 
 
 def collision(m: Model, d: Data) -> Data:
@@ -301,7 +307,7 @@ def collision(m: Model, d: Data) -> Data:
         fn = collider(m, grp.types, grp)
         g1, g2 = grp.geom1, grp.geom2
         margin, gap, condim, friction, solref, solreffriction, solimp = _params(m, grp)
-        near = _sphere_cull(m, d, g1, g2, margin + gap)
+        near, sphere_gap = _sphere_cull(m, d, g1, g2, margin + gap)
         args = [d.geom_xpos[g1], d.geom_xmat[g1], m.geom_size[g1],
                 d.geom_xpos[g2], d.geom_xmat[g2], m.geom_size[g2], margin + gap]
         mesh = getattr(fn, "MESH", None)
@@ -321,10 +327,10 @@ def collision(m: Model, d: Data) -> Data:
                      m.hfield_size[hid].astype(d.geom_xpos.dtype)]
         nkeep = pair_slots(m, grp)
         if nkeep < len(g1):
-            # the pairs that pass the culling test first (in pair order), so far-apart pairs
-            # cost nothing; beyond the cap they are dropped and counted as MuJoCo counts a
-            # full contact buffer
-            keep = jp.argsort(~near, stable=True)[:nkeep]
+            # the passing pairs whose bounding spheres are closest (as MJX's top-k), so
+            # far-apart pairs cost nothing; beyond the cap they are dropped and counted as
+            # MuJoCo counts a full contact buffer
+            keep = jp.argsort(jp.where(near, sphere_gap, jp.inf), stable=True)[:nkeep]
             overflow = overflow | (jp.sum(near) > nkeep)
             take = lambda x, keep=keep: None if x is None else jp.asarray(x)[keep]  # noqa: E731
             args = [jax.tree.map(take, a) for a in args]
