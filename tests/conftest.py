@@ -17,8 +17,8 @@ import pytest
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 jax.config.update("jax_enable_x64", True)
-# .ci/run points JAX_COMPILATION_CACHE_DIR into the clone; a developer run uses the same place.
-# JAX_COMPILATION_CACHE_DIR=off runs without it: jax 0.10's cache write has crashed (SIGSEGV or
+# A developer run caches compiled programs in .jax_cache/ (or JAX_COMPILATION_CACHE_DIR);
+# JAX_COMPILATION_CACHE_DIR=off, as .ci/run sets it, runs without a cache: jax 0.10's cache write has crashed (SIGSEGV or
 # abort in put_executable_and_time) in hour-long acceptance runs sharing a busy machine.
 _CACHE_DIR = os.environ.get("JAX_COMPILATION_CACHE_DIR", str(REPO_ROOT / ".jax_cache"))
 # (JAX reads the variable itself too, so "off" is undone explicitly)
