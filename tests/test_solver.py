@@ -21,7 +21,7 @@ from test_constraint import CONTACT_XML, EQ_XML, setup
 from mjx_lite import constraint, solver
 from mjx_lite.types import DisableBit, SolverType
 
-from conftest import GYM_ASSETS, REPO_ROOT
+from conftest import GYM_ASSETS, MJX_TEST_DATA, REPO_ROOT
 from parity import assert_close, rel_error
 
 CONVERGED_RTOL = 1e-6  # both engines at tolerance 1e-13: the same minimizer
@@ -372,3 +372,23 @@ def test_short_line_search_matches_iterates(solver_type, iterations, ls_iteratio
         assert_close("qacc", out.qacc, mjd.qacc, 1e-10)
     neval = [mjd.solver[i].neval for i in range(int(mjd.solver_niter[0]))]
     assert max(neval) >= ls_iterations, neval
+
+
+def test_improvement_survives_large_constant_cost():
+    """mujoco-mjx's sensor.xml at its random-control state (seed 0, step 21) holds a contact
+    1.34 m deep, so the cost is ~1.2e12 of constants and a difference of total costs rounds
+    the scaled improvement to multiples of 2.1e-8. MuJoCo 4.0 measures it to ~1e-3 of itself
+    and runs CG (tolerance 1e-12) to 53 iterations; a rounded improvement of 0 stopped ours at
+    30 with qacc 3.0e-5 off. With the cost change in closed form it converges within 1e-6."""
+    from test_constraint_acceptance import CONVERGED, _mj_at, _ours_at, _solve, find_state
+
+    mjm0 = mujoco.MjModel.from_xml_path(str(MJX_TEST_DATA / "sensor" / "sensor.xml"))
+    _, step, qpos, qvel, ctrl, _, _ = find_state("mjx:sensor/sensor", mjm0, max_seeds=1)
+    assert step == 21
+    opt = dict(CONVERGED, solver=int(SolverType.CG), tolerance=1e-12)
+    mjm, mjd = _mj_at(mjm0, qpos, qvel, ctrl, opt)
+    assert mjd.contact.dist[: mjd.ncon].min() < -1.3
+    m, d = _ours_at(mjm, mjd)
+    out = _solve(m, d, loop="early_exit")
+    assert int(out.solver_niter[0]) > 40, int(out.solver_niter[0])
+    assert rel_error(out.qacc, mjd.qacc) < 1e-6
