@@ -18,8 +18,9 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 jax.config.update("jax_enable_x64", True)
 # A developer run caches compiled programs in .jax_cache/ (or JAX_COMPILATION_CACHE_DIR);
-# JAX_COMPILATION_CACHE_DIR=off, as .ci/run sets it, runs without a cache: jax 0.10's cache write has crashed (SIGSEGV or
-# abort in put_executable_and_time) in hour-long acceptance runs sharing a busy machine.
+# JAX_COMPILATION_CACHE_DIR=off, as .ci/run sets it, runs without a cache: jax 0.10's cache
+# write has crashed (SIGSEGV or abort in put_executable_and_time) in hour-long acceptance runs
+# sharing a busy machine.
 _CACHE_DIR = os.environ.get("JAX_COMPILATION_CACHE_DIR", str(REPO_ROOT / ".jax_cache"))
 # (JAX reads the variable itself too, so "off" is undone explicitly)
 jax.config.update("jax_compilation_cache_dir", None if _CACHE_DIR == "off" else _CACHE_DIR)

@@ -19,9 +19,9 @@ that sets the custom numeric ``max_geom_pairs`` (the name MJX users know) caps e
 group at that many pairs (``max_geom_pairs_<type1>_<type2>``, e.g.
 ``max_geom_pairs_cylinder_box``, sets one group's cap): of the pairs that pass the culling
 test, those whose bounding spheres are closest (MJX's top-k choice) go to the collider and
-the rest cost nothing. More passing pairs than
-the cap in a group drops the excess and counts a CONTACTFULL warning (``d.warning_count[1]``,
-once per step), as MuJoCo counts a full contact buffer. Contact sensors need the uncapped
+the rest cost nothing. More passing pairs than the cap in a group drops the excess and
+counts a CONTACTFULL warning (``d.warning_count[1]``, once per step), as MuJoCo counts a full
+contact buffer. Contact sensors need the uncapped
 layout (static slot geoms).
 
 The convex solver serves the pairs for which MuJoCo 4.0 returns one contact: sphere-mesh and
