@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 
 from mjx_lite import constraint, interop, io, smooth, solver
-from mjx_lite.collision.driver import missing_colliders
+from mjx_lite.collision.driver import MAX_GEOM_PAIRS, missing_colliders
 from mjx_lite.forward import forward, inverse, step, xfrc_accumulate
 from mjx_lite.types import DisableBit, SolverType
 
@@ -297,7 +297,7 @@ def _without_pair_caps(mjm):
     1.1 off at step 123 capped, within 1.1e-9 uncapped)."""
     mjm = copy.copy(mjm)
     for i in range(mjm.nnumeric):
-        if mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_NUMERIC, i).startswith("max_geom_pairs"):
+        if mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_NUMERIC, i).startswith(MAX_GEOM_PAIRS):
             mjm.numeric_data[mjm.numeric_adr[i]] = 1e9
     return mjm
 
