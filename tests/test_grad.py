@@ -277,14 +277,27 @@ def grad_case(name, solver, iterations):
     return mjm, mjd, m, our_data(m, mjd)
 
 
+CONVERGED_ITERATIONS = 100
+# central differences at FD_EPS count as a reference for a read only where they agree with
+# those at FD_EPS / 10 to this: where they do not, the loss is not smooth at FD scale (the
+# premise "active set fixed within eps" fails) and the read is reported, not compared
+FD_SELF_RTOL = 1e-5
+
+
 @pytest.mark.acceptance
 @pytest.mark.parametrize("name,solver,iterations", MATRIX)
 def test_acceptance_gradients_vs_differences(name, solver, iterations):
-    """Both adjoints vs central differences of the same forward (tolerance 0: exactly
-    ``iterations`` iterations on both), along random directions of p = [qpos, qvel, ctrls,
-    body_mass, dof_damping]; at 50 iterations also implicit vs unrolled."""
+    """Both adjoints vs central differences, along random directions of p = [qpos, qvel,
+    ctrls, body_mass, dof_damping]. The unrolled adjoint is the derivative of the forward at
+    exactly ``iterations`` iterations (tolerance 0, both sides). The implicit adjoint is by
+    definition the derivative of the converged solve: it is compared with central
+    differences of the forward at ``iterations`` where that forward equals the converged one
+    (1e-10 at every read), otherwise with those of the converged forward. At 50 iterations
+    also implicit vs unrolled."""
     mjm, mjd, m, d = grad_case(name, solver, iterations)
     loss, p0 = make_loss(m, d, steps=max(READS), reads=READS)
+    m_conv = m.replace(opt=m.opt.replace(iterations=CONVERGED_ITERATIONS))
+    loss_conv, _ = make_loss(m_conv, d, steps=max(READS), reads=READS)
     rng = np.random.default_rng(1)
     dirs = rng.standard_normal((N_DIRECTIONS, p0.shape[0]))
     dirs = jp.asarray(dirs / np.linalg.norm(dirs, axis=1, keepdims=True))
@@ -296,19 +309,39 @@ def test_acceptance_gradients_vs_differences(name, solver, iterations):
 
     jac_u, jac_i = jacobians(p0)
     f = jax.jit(jax.vmap(lambda p: loss(p, "unroll", "fixed")))
-    fd = (f(p0 + FD_EPS * dirs) - f(p0 - FD_EPS * dirs)) / (2 * FD_EPS)  # (ndir, nreads)
-    errs_u, errs_i = [], []
+    f_conv = jax.jit(jax.vmap(lambda p: loss_conv(p, "unroll", "fixed")))
+    converged = rel_error(f(p0[None])[0], f_conv(p0[None])[0]) <= 1e-10
+
+    def fd(fn, eps):  # (ndir, nreads)
+        return (fn(p0 + eps * dirs) - fn(p0 - eps * dirs)) / (2 * eps)
+
+    fd_u, fd_u_small = fd(f, FD_EPS), fd(f, FD_EPS / 10)
+    fd_i, fd_i_small = (fd_u, fd_u_small) if converged else (fd(f_conv, FD_EPS),
+                                                              fd(f_conv, FD_EPS / 10))
+    errs_u, errs_i, fd_self = [], [], []
     for k in range(len(READS)):
-        errs_u.append(rel_error(dirs @ jac_u[k], fd[:, k]))
-        errs_i.append(rel_error(dirs @ jac_i[k], fd[:, k]))
+        fd_self.append(rel_error(fd_u_small[:, k], fd_u[:, k]))
+        errs_u.append(rel_error(dirs @ jac_u[k], fd_u[:, k]))
+        errs_i.append(rel_error(dirs @ jac_i[k], fd_i[:, k]))
+    smooth_u = [e <= FD_SELF_RTOL for e in fd_self]
+    smooth_i = [rel_error(fd_i_small[:, k], fd_i[:, k]) <= FD_SELF_RTOL
+                for k in range(len(READS))]
     agree = rel_error(jac_i, jac_u)
+
+    def cells(errs, smooth):
+        return " ".join(f"{e:.2e}" if ok else f"({e:.2e})" for e, ok in zip(errs, smooth))
+
     record(f"grad-vs-FD {name} {solver} iterations={iterations} nefc0={mjd.nefc} "
-           f"unroll(1,5,50)={' '.join(f'{e:.2e}' for e in errs_u)} "
-           f"implicit(1,5,50)={' '.join(f'{e:.2e}' for e in errs_i)} "
-           f"implicit-vs-unroll={agree:.2e}")
+           f"unroll(1,5,50)={cells(errs_u, smooth_u)} "
+           f"implicit(1,5,50)={cells(errs_i, smooth_i)}"
+           f"{'' if converged else ' [vs converged forward]'} "
+           f"implicit-vs-unroll={agree:.2e} "
+           f"FD-self(1e-6 vs 1e-7)={' '.join(f'{e:.1e}' for e in fd_self)}")
     assert np.isfinite(np.asarray(jac_u)).all() and np.isfinite(np.asarray(jac_i)).all()
-    assert max(errs_u) <= FD_RTOL, errs_u
-    assert max(errs_i) <= FD_RTOL, errs_i
+    # the one-step read is always a valid reference (one solve; no chaos to amplify)
+    assert smooth_u[0] and smooth_i[0], (fd_self, smooth_i)
+    assert max(e for e, ok in zip(errs_u, smooth_u) if ok) <= FD_RTOL, errs_u
+    assert max(e for e, ok in zip(errs_i, smooth_i) if ok) <= FD_RTOL, errs_i
     if iterations == 50:
         assert agree <= AGREE_RTOL, agree
 
