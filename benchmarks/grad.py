@@ -5,7 +5,9 @@
 
 For each model and batch size: jit seconds, run seconds and peak memory (XLA's buffer
 assignment: arguments + outputs + temporaries of the compiled program) of
-  forward     a vmapped ``lax.scan`` rollout of ``step`` with open-loop controls,
+  forward     a vmapped ``lax.scan`` rollout of ``step`` with open-loop controls (the
+              fixed-iteration loop that ``unroll`` differentiates),
+  fwd-early   the same with ``loop="early_exit"`` (the forward that ``implicit`` runs),
   unroll      jax.grad of a loss of the final state w.r.t. the controls, through the iterations,
   checkpoint  the same with ``jax.checkpoint`` per step (rollout(checkpoint=True)),
   implicit    the implicit solver adjoint with the early-exit loop,
@@ -77,12 +79,14 @@ def bench_mjx_lite(path, batches, nsteps: int) -> dict:
     d = mjx_lite.make_data(m)
     forward, grad = _programs(mjx_lite.step, m, d, nsteps)
     implicit = lambda mm, dd: mjx_lite.step(mm, dd, loop="early_exit", adjoint="implicit")  # noqa: E731
+    early = lambda mm, dd: mjx_lite.step(mm, dd, loop="early_exit")  # noqa: E731
     out = {}
     for b in batches:
         db = _batch(d, b, jax.random.key(0))
         ctrls = jp.zeros((b, nsteps, m.nu), d.qpos.dtype)
         out[b] = {
             "forward": _measure(forward, db, ctrls),
+            "fwd-early": _measure(lambda x, c: forward(x, c, step_fn=early), db, ctrls),
             "unroll": _measure(grad, db, ctrls),
             "checkpoint": _measure(lambda x, c: grad(x, c, checkpoint=True), db, ctrls),
             "implicit": _measure(lambda x, c: grad(x, c, step_fn=implicit), db, ctrls),

@@ -233,6 +233,15 @@ def test_hfield_sphere_matches_mujoco():
     assert w["ncon"] > 10 and w["count_off"] == 0 and w["off"] == 0, w
 
 
+def test_hfield_smooth_partner_matches_mujoco():
+    """An ellipsoid at zero margin: MuJoCo 4.0's GJK/EPA stopped at ccd_tolerance (the
+    smooth-shape rules of ``hfield_ccd``), whose faces are up to 1e-3 off in normal from the
+    converged contact, reproduced to rounding."""
+    w = hfield_sweep("ellipsoid", n=4)
+    assert w["ncon"] > 10 and w["count_off"] == 0 and w["off"] == 0, w
+    assert w["frame"] < 1e-9 and w["dist"] < 1e-12, w
+
+
 @pytest.mark.acceptance
 def test_hfield_acceptance():
     lines = ["height field (64 x 64 random terrain, size 2 2 0.3 0.1) vs MuJoCo 4.0 mj_forward,",
@@ -253,17 +262,19 @@ def test_hfield_acceptance():
 
 
 @pytest.mark.acceptance  # ~85 s of compile for one pair type: kept out of the CI tier
-def test_hfield_grad_finite():
-    """Finite gradients of height-field contacts: a box resting on the terrain, touching and
-    slightly sunk, and with its center below the surface."""
-    mjm = hfield_model("box")
+@pytest.mark.parametrize("g2", ["box", "ellipsoid"])
+def test_hfield_grad_finite(g2):
+    """Finite gradients of height-field contacts (the discrete and the smooth query): the
+    partner resting on the terrain, touching and slightly sunk, and with its center below
+    the surface."""
+    mjm = hfield_model(g2)
     extra = []
     for h in (0.0, -0.01):
         q = mjm.qpos0.copy()
         q[:3] = [0.3, -0.2, 0.3 + mjm.geom_size[1][2] + h]
         extra.append(q)
     extra.append(np.array([0.3, -0.2, 0.3, 1.0, 0, 0, 0]))  # center below the surface
-    tc.check_grad_finite("hfield_box", mjm, extra, base_states=False)
+    tc.check_grad_finite(f"hfield_{g2}", mjm, extra, base_states=False)
 
 
 # ---- MuJoCo 4.0's discrete query for box and mesh partners (mjx_lite.collision.hfield_ccd)

@@ -8,9 +8,12 @@ then columns, then the two triangles), at most ``mjMAXCONPAIR`` = 50.
 
 Box and mesh partners at zero margin are "discrete" shapes for MuJoCo 4.0, whose EPA then
 stops at the first repeated partner vertex: those prisms take ``hfield_ccd``, the port of
-that query (unconverged faces, as MuJoCo reports them); with a margin (a traced value, so
-both run and the margin selects) and for spheres, capsules, ellipsoids and cylinders, the
-converged GJK/EPA of ``convex``.
+that query (unconverged faces, as MuJoCo reports them). Ellipsoid and cylinder partners at
+zero margin take the same port with MuJoCo's smooth-shape rules (GJK and EPA stopped at
+ccd_tolerance, so the contact is the face EPA stands on then, up to ~1e-3 off in normal from
+the converged one). With a margin (a traced value, so both run and the margin selects) and
+for spheres and capsules (whose contacts MuJoCo reports converged), the converged GJK/EPA of
+``convex``.
 
 Static shapes: the window of cells is ``nwin_x`` by ``nwin_y`` cells, fixed per pair group
 from the other geom's ``rbound`` (plus margin) and the grid spacing, computed in numpy when
@@ -56,6 +59,9 @@ def _aabb(type2, size2, verts2, mat):
 # capacities of the discrete EPA (hfield_ccd): a box has 8 vertex ids, so at most 7
 # expansions; a mesh's EPA runs at most KMAX expansions (faces: 146 seen, 256 kept)
 DISCRETE_CAPS = {_G.BOX: (13, 80), _G.MESH: (hfield_ccd.KMAX + 5, 256)}
+# smooth partners: KMAX expansions (faces: 129 seen in 20 ellipsoid poses, 320 kept)
+SMOOTH_CCD = {_G.ELLIPSOID: "ellipsoid", _G.CYLINDER: "cylinder"}
+SMOOTH_CAPS = (hfield_ccd.KMAX + 5, 320)
 
 
 def make_hfield(type2: int, nwin: tuple[int, int]):
@@ -64,11 +70,13 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
     hsize) with ``hdata`` (nrow, ncol) elevations in [0, 1] and ``hsize`` (4,).
 
     A box or mesh partner at zero margin (and gap) takes MuJoCo 4.0's discrete-shape query
-    (``hfield_ccd``: EPA stopped at the first repeated partner vertex); with a margin, and
-    for the other partners, the converged GJK/EPA. The margin is traced, so box and mesh
+    (``hfield_ccd``: EPA stopped at the first repeated partner vertex), an ellipsoid or
+    cylinder its smooth-shape query (stopped at ccd_tolerance); with a margin, and for
+    spheres and capsules, the converged GJK/EPA. The margin is traced, so those four
     partners run both and select."""
     nx, ny = nwin
     poly = type2 in DISCRETE_CAPS
+    smooth = type2 in SMOOTH_CCD
     ncell = nx * ny
     ncon = min(MAXCONPAIR, 2 * ncell)
 
@@ -132,6 +140,14 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
                                                 *DISCRETE_CAPS[type2])
 
             pdist, pnormal, ppos, phit = jax.vmap(one)(prism)
+        if smooth:
+            none = jp.zeros((1, 3), dt)
+
+            def one_smooth(pv):
+                return hfield_ccd.prism_contact(pv, none, mat, None, False, p, *SMOOTH_CAPS,
+                                                smooth=(SMOOTH_CCD[type2], size2))
+
+            pdist, pnormal, ppos, phit = jax.vmap(one_smooth)(prism)
 
         def conv(pv):
             return convex.signed_distance(_G.MESH, type2, zero, eye, zero, pv, p, mat, size2,
@@ -139,7 +155,7 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
 
         dist, normal, cpos = jax.vmap(conv)(prism)
         hit = dist <= margin
-        if poly:
+        if poly or smooth:
             discrete = margin == 0
             dist = jp.where(discrete, pdist, dist)
             normal = jp.where(discrete, pnormal, normal)

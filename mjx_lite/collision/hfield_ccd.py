@@ -200,19 +200,44 @@ def _tet_weights(s1, s2, s3, s4):
 
 
 class Shapes:
-    """A prism (6, 3) and a partner polytope, both in the height field's frame.
+    """A prism (6, 3) and a partner, both in the height field's frame.
 
-    ``pts`` (nv, 3): the partner's vertices (box: corner ``bits`` x + 2y + 4z positive);
-    ``box``: static, whether the partner is a box (support from the signs of ``mat.T d``)
-    else a mesh (support the argmax of ``local @ mat.T d``, ``local`` its geom-frame
-    vertices).
+    ``pts`` (nv, 3): a polytope partner's vertices (box: corner ``bits`` x + 2y + 4z
+    positive); ``box``: static, whether the partner is a box (support from the signs of
+    ``mat.T d``) else a mesh (support the argmax of ``local @ mat.T d``, ``local`` its
+    geom-frame vertices). ``smooth``: None for those, else (geom type, size, centre) of an
+    ellipsoid or cylinder partner, whose support point is computed, not chosen.
     """
 
-    def __init__(self, prism, pts, mat, local, box):
+    def __init__(self, prism, pts, mat, local, box, smooth=None):
         self.prism, self.pts, self.mat, self.local, self.box = prism, pts, mat, local, box
+        self.smooth = smooth
+
+    def smooth_point(self, e):
+        """A smooth partner's support point along e (hfield frame)."""
+        kind, size, pos = self.smooth
+        u = jp.stack([_dot(self.mat[:, 0], e), _dot(self.mat[:, 1], e),
+                      _dot(self.mat[:, 2], e)])
+        if kind == "ellipsoid":
+            t = size * u
+            tn = jp.sqrt(_dot(t, t))
+            loc = _vdiv(size * t, jp.where(tn > 0, tn, 1.0))
+        else:  # cylinder: the rim point along u's radial part, the cap along its axial one
+            # (MuJoCo's: no rim point below mjMINVAL, sign(0) = 0 on the axis)
+            r = jp.sqrt(u[0] * u[0] + u[1] * u[1])
+            big = r > MINVAL
+            rim = jp.where(big, _vdiv(u[:2], jp.where(big, r, 1.0)) * size[0], 0.0)
+            loc = jp.concatenate([rim, (jp.sign(u[2]) * size[1])[None]])
+        return jp.stack([_dot(self.mat[0], loc), _dot(self.mat[1], loc),
+                         _dot(self.mat[2], loc)]) + pos
+
+    def partner_point(self, d, ib):
+        """The partner's point of a vertex found along d with partner id ib."""
+        return self.smooth_point(-d) if self.smooth else self.pts[ib]
 
     def support(self, d):
-        """Support of prism - partner along d: (w, prism vertex id, partner vertex id)."""
+        """Support of prism - partner along d: (w, prism vertex id, partner vertex id; 0
+        for a smooth partner)."""
         vals = _dot(self.prism, d)
         lo = jp.where(d[2] < 0, 0, 3)
         best, val = lo, vals[lo]
@@ -221,6 +246,9 @@ class Shapes:
             best = jp.where(t > val, lo + k, best)
             val = jp.where(t > val, t, val)
         e = -d
+        if self.smooth:
+            return self.prism[best] - self.smooth_point(e), best.astype(jp.int32), \
+                jp.zeros((), jp.int32)
         loc = jp.stack([_dot(self.mat[:, 0], e), _dot(self.mat[:, 1], e),
                         _dot(self.mat[:, 2], e)])
         if self.box:
@@ -247,7 +275,9 @@ def mesh_points(pos, mat, verts):
 
 
 def _gjk(sh: Shapes, x0):
-    """MuJoCo's GJK with the tetrahedron walk: (ok, tetrahedron ids ia (4,), ib (4,))."""
+    """MuJoCo's GJK with the tetrahedron walk: (ok, tetrahedron ids ia (4,), ib (4,),
+    support directions (4, 3)). Discrete shapes stop at zero duality gap, smooth ones at
+    2 x.(x - s) < ccd_tolerance^2 (MuJoCo's Frank-Wolfe test)."""
     dt = x0.dtype
     i4 = jp.zeros(4, jp.int32)
     z43 = jp.zeros((4, 3), dt)
@@ -256,7 +286,7 @@ def _gjk(sh: Shapes, x0):
               walk=jp.ones((), bool), x=x0, xnorm=jp.sqrt(_dot(x0, x0)),
               n=jp.zeros((), jp.int32), SW=z43, SA=i4, SB=i4, WW=z43, WA=i4, WB=i4,
               perm=jp.arange(4, dtype=jp.int32), wk=jp.zeros((), jp.int32), TA=i4, TB=i4,
-              steps=jp.zeros((), jp.int32))
+              steps=jp.zeros((), jp.int32), SD=z43, WD=z43, TD=z43)
 
     def final(n, xnorm):
         return (n == 4) & (xnorm <= TOL)
@@ -268,12 +298,17 @@ def _gjk(sh: Shapes, x0):
         xx = _dot(x, x)
         g_end = (k >= KMAX) | (xx < MINVAL * MINVAL)
         xnorm = jp.sqrt(xx)
-        w, ia, ib = sh.support(_vdiv(-x, jp.where(xnorm > 0, xnorm, 1.0)))
+        dirn = _vdiv(-x, jp.where(xnorm > 0, xnorm, 1.0))
+        w, ia, ib = sh.support(dirn)
         ns = jp.minimum(n, 3)
+        SD = st["SD"].at[ns].set(dirn)
         SW = st["SW"].at[ns].set(w)
         SA = st["SA"].at[ns].set(ia)
         SB = st["SB"].at[ns].set(ib)
-        g_sep1 = _dot(x, x - w) < 0
+        if sh.smooth:
+            g_sep1 = 2.0 * _dot(x, x - w) < TOL * TOL
+        else:
+            g_sep1 = _dot(x, x - w) < 0
         g_sep2 = _dot(x, w) > 0
         g_walk = (n == 3) & st["walk"]
         g_done = g_end | g_sep1 | g_sep2
@@ -304,6 +339,7 @@ def _gjk(sh: Shapes, x0):
         WW = st["WW"].at[slot].set(ww)
         WA = st["WA"].at[slot].set(wia)
         WB = st["WB"].at[slot].set(wib)
+        WD = st["WD"].at[slot].set(nrm[m])
         a1, a2 = (m + 1) & 3, (m + 2) & 3
         perm2 = perm.at[a1].set(perm[a2]).at[a2].set(perm[a1])
         # -- the sub-distance step (after a GJK iteration, or after an unsure walk)
@@ -312,6 +348,7 @@ def _gjk(sh: Shapes, x0):
         S7 = jp.where(in_gjk, SW, st["SW"])
         A7 = jp.where(in_gjk, SA, st["SA"])
         B7 = jp.where(in_gjk, SB, st["SB"])
+        D7 = jp.where(in_gjk, SD, st["SD"])
         lam_t = _tet_weights(S7[0], S7[1], S7[2], S7[3])
         lam_f = jp.concatenate([_tri_weights(S7[0], S7[1], S7[2]), jp.zeros(1, dt)])
         lam_l = jp.concatenate([_line_weights(S7[0], S7[1]), jp.zeros(2, dt)])
@@ -344,7 +381,8 @@ def _gjk(sh: Shapes, x0):
         new["phase"] = jp.where(finished, 2, jp.where(enter, 1, jp.where(do7, 0, phase)))
         new["xnorm"] = xnorm_g
         # simplex: GJK's after its support (and compaction after step 7)
-        SWc, SAc, SBc = S7[order], A7[order], B7[order]
+        SWc, SAc, SBc, SDc = S7[order], A7[order], B7[order], D7[order]
+        new["SD"] = jp.where(do7, SDc, jp.where(in_gjk, SD, st["SD"]))
         new["SW"] = jp.where(do7, SWc, jp.where(in_gjk, SW, st["SW"]))
         new["SA"] = jp.where(do7, SAc, jp.where(in_gjk, SA, st["SA"]))
         new["SB"] = jp.where(do7, SBc, jp.where(in_gjk, SB, st["SB"]))
@@ -359,18 +397,21 @@ def _gjk(sh: Shapes, x0):
         new["WW"] = jp.where(enter, SW[fp], jp.where(in_walk, WW, st["WW"]))
         new["WA"] = jp.where(enter, SA[fp], jp.where(in_walk, WA, st["WA"]))
         new["WB"] = jp.where(enter, SB[fp], jp.where(in_walk, WB, st["WB"]))
+        new["WD"] = jp.where(enter, SD[fp], jp.where(in_walk, WD, st["WD"]))
         new["perm"] = jp.where(enter, jp.arange(4, dtype=jp.int32),
                                jp.where(in_walk, perm2, perm))
         new["wk"] = jp.where(enter, k, jp.where(in_walk, wk + 1, wk))
         # the tetrahedron handed to EPA: the walk's (in its order) or GJK's
         new["TA"] = jp.where(end_walk_in, st["WA"][perm], jp.where(ok7, SAc, st["TA"]))
         new["TB"] = jp.where(end_walk_in, st["WB"][perm], jp.where(ok7, SBc, st["TB"]))
+        new["TD"] = jp.where(end_walk_in, st["WD"][perm], jp.where(ok7, SDc, st["TD"]))
         new["TA"] = jp.where(ok_gjk, st["SA"], new["TA"])
         new["TB"] = jp.where(ok_gjk, st["SB"], new["TB"])
+        new["TD"] = jp.where(ok_gjk, st["SD"], new["TD"])
         return new
 
     st = jax.lax.while_loop(lambda s: (s["phase"] != 2) & (s["steps"] < GJK_STEPS), body, st)
-    return st["ok"] & (st["phase"] == 2), st["TA"], st["TB"]
+    return st["ok"] & (st["phase"] == 2), st["TA"], st["TB"], st["TD"]
 
 
 # ---- EPA
@@ -387,10 +428,16 @@ def _face_vec(W, fv):
     return v, jp.where(none, 0.0, _dot(v, v))
 
 
-def _epa(sh: Shapes, TA, TB, nv_cap: int, nf_cap: int):
-    """MuJoCo's EPA for discrete shapes: (ok, the nearest face's ids ia (3,), ib (3,))."""
+def _epa(sh: Shapes, TA, TB, TD, nv_cap: int, nf_cap: int):
+    """MuJoCo's EPA: (ok, the nearest face's ids ia (3,), ib (3,), directions (3, 3)).
+
+    Discrete shapes stop when the upper bound meets the lower one or the partner's support
+    vertex repeats; smooth ones when the new support point's bound is within
+    ccd_tolerance of the nearest face (this iteration's bound, not the running minimum:
+    measured, that is what reproduces MuJoCo 4.0's ellipsoid and cylinder contacts)."""
     dt = sh.prism.dtype
-    W0 = sh.prism[TA] - sh.pts[TB]
+    W0 = sh.prism[TA] - jax.vmap(sh.partner_point)(TD, TB)
+    VD = jp.zeros((nv_cap, 3), dt).at[:4].set(TD)
     VW = jp.zeros((nv_cap, 3), dt).at[:4].set(W0)
     VA = jp.zeros(nv_cap, jp.int32).at[:4].set(TA)
     VB = jp.full(nv_cap, -1, jp.int32).at[:4].set(TB)
@@ -404,7 +451,7 @@ def _epa(sh: Shapes, TA, TB, nv_cap: int, nf_cap: int):
     bad0 = jp.any(d4 < MINVAL * MINVAL)
     scap = 2 * nv_cap + 4  # DFS stack: at most the live faces
     hcap = nv_cap  # horizon edges: at most the vertices
-    st = dict(VW=VW, VA=VA, VB=VB, nv=jp.array(4, jp.int32), FV=FV, FADJ=FADJ, FVEC=FVEC,
+    st = dict(VW=VW, VA=VA, VB=VB, VD=VD, nv=jp.array(4, jp.int32), FV=FV, FADJ=FADJ, FVEC=FVEC,
               FD2=FD2, FIDX=FIDX, MAP=MAP, nmap=jp.array(4, jp.int32),
               nf=jp.array(4, jp.int32), face=jp.array(-1, jp.int32),
               upper=jp.array(MAXVAL, dt), upper2=jp.array(MAXVAL, dt),
@@ -482,20 +529,26 @@ def _epa(sh: Shapes, TA, TB, nv_cap: int, nf_cap: int):
         fc = jp.maximum(face, 0)
         fvec = st["FVEC"][fc]
         lower = jp.sqrt(jp.where(go, lower2, 1.0))
-        w, ia, ib = sh.support(_vdiv(fvec, lower))
+        dirn = _vdiv(fvec, lower)
+        w, ia, ib = sh.support(dirn)
         nv = st["nv"]
         wi = jp.minimum(nv, nv_cap - 1)
         uk = _dot(fvec, w) / lower
         better = uk < st["upper"]
         upper = jp.where(go & better, uk, st["upper"])
         upper2 = jp.where(go & better, uk * uk, st["upper2"])
-        stop3 = go & (upper - lower < MINVAL)
-        rep = jp.any((jp.arange(nv_cap) < nv) & (st["VB"] == ib))
-        stop4 = go & ~stop3 & rep
+        if sh.smooth:
+            stop3 = go & (uk - lower < TOL)
+            stop4 = jp.zeros((), bool)
+        else:
+            stop3 = go & (upper - lower < MINVAL)
+            rep = jp.any((jp.arange(nv_cap) < nv) & (st["VB"] == ib))
+            stop4 = go & ~stop3 & rep
         expand = go & ~stop3 & ~stop4
         VW = st["VW"].at[wi].set(w)
         VA = st["VA"].at[wi].set(ia)
         VB = st["VB"].at[wi].set(ib)
+        VD = st["VD"].at[wi].set(dirn)
         ds = horizon(st["FV"], st["FADJ"], st["FVEC"], st["FD2"], st["FIDX"], st["MAP"],
                      st["nmap"], fc, w, expand)
         ne = ds["ne"]
@@ -533,6 +586,7 @@ def _epa(sh: Shapes, TA, TB, nv_cap: int, nf_cap: int):
                    nmap=sel(nmap, st["nmap"]), nf=sel(nf + ne, nf))
         new["VW"], new["VA"], new["VB"] = (jp.where(go, VW, st["VW"]), jp.where(go, VA, st["VA"]),
                                            jp.where(go, VB, st["VB"]))
+        new["VD"] = jp.where(go, VD, st["VD"])
         new["nv"] = jp.where(go, jp.minimum(nv + 1, nv_cap), nv)
         new["upper"], new["upper2"] = upper, upper2
         new["face"] = jp.where(stop1, prev, face)
@@ -545,14 +599,13 @@ def _epa(sh: Shapes, TA, TB, nv_cap: int, nf_cap: int):
     st = jax.lax.while_loop(lambda s: (s["status"] == 0) & (s["it"] < KMAX), body, st)
     ok = (st["status"] != 2) & (st["face"] >= 0)
     fv = st["FV"][jp.maximum(st["face"], 0)]
-    return ok, st["VA"][fv], st["VB"][fv]
+    return ok, st["VA"][fv], st["VB"][fv], st["VD"][fv]
 
 
 # ---- the contact, recomputed differentiably from the face's vertices
 
 
-def _contact(prism, pts, ia, ib):
-    A, B = prism[ia], pts[ib]
+def _contact(A, B):
     W = A - B
     v, none = _plane_point(W[2], W[1], W[0])
     v = jp.where(none, 0.0, v)
@@ -569,8 +622,10 @@ def _contact(prism, pts, ia, ib):
     return dist, n, 0.5 * (x1 + x2), ~none & (big != 0) & pos_n
 
 
-def prism_contact(prism, pts, mat, local, box: bool, center2, nv_cap: int, nf_cap: int):
-    """MuJoCo 4.0's contact of a prism (6, 3) and a polytope, in the height field frame.
+def prism_contact(prism, pts, mat, local, box: bool, center2, nv_cap: int, nf_cap: int,
+                  smooth=None):
+    """MuJoCo 4.0's contact of a prism (6, 3) and a polytope or a smooth shape, in the
+    height field frame.
 
     Args:
       prism: (6, 3) bottom then top vertices.
@@ -580,16 +635,22 @@ def prism_contact(prism, pts, mat, local, box: bool, center2, nv_cap: int, nf_ca
       local: (nv, 3) a mesh's vertices in its frame (None for a box).
       box: static, whether the partner is a box.
       center2: (3,) the partner's centre.
+      smooth: (geom type name, size) of an ellipsoid or cylinder partner (``pts`` unused),
+        whose support points are recomputed from the search's directions.
     Returns:
       (dist, normal from prism to partner, pos, ok): ok where MuJoCo reports a contact.
     """
     sg = jax.lax.stop_gradient
-    sh = Shapes(sg(prism), sg(pts), sg(mat), None if local is None else sg(local), box)
+    sm = None if smooth is None else (smooth[0], sg(smooth[1]), sg(center2))
+    sh = Shapes(sg(prism), sg(pts), sg(mat), None if local is None else sg(local), box, sm)
     p6 = sh.prism
     six = 0.0 * p6[0, 0] + 6.0  # not a constant: see _vdiv
     c1 = _vdiv(((((p6[0] + p6[1]) + p6[2]) + p6[3]) + p6[4]) + p6[5], six)
-    ok_g, TA, TB = _gjk(sh, c1 - sg(center2))
-    ok_e, ia, ib = _epa(sh, TA, TB, nv_cap, nf_cap)
-    dist, n, pos, ok_c = _contact(prism, pts, ia, ib)
+    ok_g, TA, TB, TD = _gjk(sh, c1 - sg(center2))
+    ok_e, ia, ib, dv = _epa(sh, TA, TB, TD, nv_cap, nf_cap)
+    # the contact from the face's vertices, on the traced inputs (differentiable)
+    traced = Shapes(prism, pts, mat, local, box,
+                    None if smooth is None else (smooth[0], smooth[1], center2))
+    dist, n, pos, ok_c = _contact(prism[ia], jax.vmap(traced.partner_point)(dv, ib))
     ok = ok_g & ok_e & ok_c & (dist < 0)
     return dist, n, pos, ok
