@@ -139,7 +139,7 @@ def hfield_states(mjm, rng: np.random.Generator, n: int) -> list[np.ndarray]:
     return out
 
 
-def hfield_sweep(g2: str, n: int, seed: int = 1) -> dict:
+def hfield_sweep(g2: str, n: int, seed: int = 1, qposes=None) -> dict:
     """Worst errors of our height-field contacts vs MuJoCo's over n states (margin 0).
 
     Contact sets must agree in count; ``dist`` is held to max(1e-5, 10 ccd_tolerance size).
@@ -147,7 +147,8 @@ def hfield_sweep(g2: str, n: int, seed: int = 1) -> dict:
     plane (same dist and normal: a flat patch of a prism face where EPA picks another point).
     """
     mjm = hfield_model(g2)
-    qposes = hfield_states(mjm, np.random.default_rng(seed), n)
+    if qposes is None:
+        qposes = hfield_states(mjm, np.random.default_rng(seed), n)
     ours, theirs = tc.ours_and_theirs(mjm, qposes)
     size = float(mjm.geom_rbound[1])
     dtol = max(1e-5, 10 * mjm.opt.ccd_tolerance * size)
@@ -229,8 +230,22 @@ def test_hfield_reference_matches_mujoco():
 
 
 def test_hfield_sphere_matches_mujoco():
+    """Random poses, plus spheres sunk until their centre is inside a prism: MuJoCo 4.0 then
+    runs its smooth EPA on the whole sphere (stopped at ccd_tolerance, off the exact face by
+    up to ~1e-6), not the centre's distance minus the radius."""
     w = hfield_sweep("sphere", n=4)
     assert w["ncon"] > 10 and w["count_off"] == 0 and w["off"] == 0, w
+    mjm = hfield_model("sphere")
+    hs, n = mjm.hfield_size[0], int(mjm.hfield_nrow[0])
+    data = mjm.hfield_data.reshape(n, n)
+    sunk = []
+    for x, y in ((0.31, -0.47), (-0.83, 0.22), (0.05, 0.9)):
+        c = int(round((x + hs[0]) / (2 * hs[0]) * (n - 1)))
+        r = int(round((y + hs[1]) / (2 * hs[1]) * (n - 1)))
+        sunk.append(np.array([x, y, data[r, c] * hs[2] - 0.01, 1.0, 0, 0, 0]))
+    w = hfield_sweep("sphere", n=0, qposes=sunk)
+    assert w["ncon"] > 10 and w["count_off"] == 0 and w["off"] == 0 and w["face"] == 0, w
+    assert w["frame"] < 1e-9, w
 
 
 def test_hfield_smooth_partner_matches_mujoco():

@@ -11,9 +11,10 @@ stops at the first repeated partner vertex: those prisms take ``hfield_ccd``, th
 that query (unconverged faces, as MuJoCo reports them). Ellipsoid and cylinder partners at
 zero margin take the same port with MuJoCo's smooth-shape rules (GJK and EPA stopped at
 ccd_tolerance, so the contact is the face EPA stands on then, up to ~1e-3 off in normal from
-the converged one). With a margin (a traced value, so both run and the margin selects) and
-for spheres and capsules (whose contacts MuJoCo reports converged), the converged GJK/EPA of
-``convex``.
+the converged one), and so does a sphere whose centre is inside the prism. With a margin (a
+traced value, so both run and the margin selects), for capsules and for a sphere whose
+centre is outside the prism (whose contacts MuJoCo reports converged), the converged GJK/EPA
+of ``convex``.
 
 Static shapes: the window of cells is ``nwin_x`` by ``nwin_y`` cells, fixed per pair group
 from the other geom's ``rbound`` (plus margin) and the grid spacing, computed in numpy when
@@ -60,8 +61,23 @@ def _aabb(type2, size2, verts2, mat):
 # expansions; a mesh's EPA runs at most KMAX expansions (faces: 146 seen, 256 kept)
 DISCRETE_CAPS = {_G.BOX: (13, 80), _G.MESH: (hfield_ccd.KMAX + 5, 256)}
 # smooth partners: KMAX expansions (faces: 129 seen in 20 ellipsoid poses, 320 kept)
-SMOOTH_CCD = {_G.ELLIPSOID: "ellipsoid", _G.CYLINDER: "cylinder"}
+SMOOTH_CCD = {_G.SPHERE: "sphere", _G.ELLIPSOID: "ellipsoid", _G.CYLINDER: "cylinder"}
 SMOOTH_CAPS = (hfield_ccd.KMAX + 5, 320)
+
+
+def _point_in_prism(pv, x):
+    """Whether x is inside the prism pv (6, 3): bottom triangle, then top one."""
+    top = pv[3:]
+
+    def cross2(a, b, c):
+        return (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])
+
+    s = [cross2(top[i], top[(i + 1) % 3], x) for i in range(3)]
+    area = cross2(top[0], top[1], top[2])
+    lam = [s[(i + 1) % 3] / jp.where(area == 0, 1.0, area) for i in range(3)]
+    inside_xy = (area != 0) & (lam[0] >= 0) & (lam[1] >= 0) & (lam[2] >= 0)
+    ztop = lam[0] * top[0, 2] + lam[1] * top[1, 2] + lam[2] * top[2, 2]
+    return inside_xy & (x[2] <= ztop) & (x[2] >= pv[0, 2])
 
 
 def make_hfield(type2: int, nwin: tuple[int, int]):
@@ -148,6 +164,11 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
                                                 smooth=(SMOOTH_CCD[type2], size2))
 
             pdist, pnormal, ppos, phit = jax.vmap(one_smooth)(prism)
+            if type2 == _G.SPHERE:
+                # MuJoCo 4.0 measured: a sphere whose centre is outside the prism gets the
+                # exact distance of its centre minus the radius (the converged query below);
+                # one whose centre is inside, the smooth query on the whole sphere
+                inside = jax.vmap(lambda pv: _point_in_prism(pv, p))(prism)
 
         def conv(pv):
             return convex.signed_distance(_G.MESH, type2, zero, eye, zero, pv, p, mat, size2,
@@ -157,9 +178,11 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
         hit = dist <= margin
         if poly or smooth:
             discrete = margin == 0
+            if type2 == _G.SPHERE:
+                discrete = discrete & inside
             dist = jp.where(discrete, pdist, dist)
-            normal = jp.where(discrete, pnormal, normal)
-            cpos = jp.where(discrete, ppos, cpos)
+            normal = jp.where(jp.reshape(discrete, (-1, 1)), pnormal, normal)
+            cpos = jp.where(jp.reshape(discrete, (-1, 1)), ppos, cpos)
             hit = jp.where(discrete, phit, hit)
         ok = live2 & high & hit
         # the first MAXCONPAIR contacts in visiting order

@@ -205,8 +205,8 @@ class Shapes:
     ``pts`` (nv, 3): a polytope partner's vertices (box: corner ``bits`` x + 2y + 4z
     positive); ``box``: static, whether the partner is a box (support from the signs of
     ``mat.T d``) else a mesh (support the argmax of ``local @ mat.T d``, ``local`` its
-    geom-frame vertices). ``smooth``: None for those, else (geom type, size, centre) of an
-    ellipsoid or cylinder partner, whose support point is computed, not chosen.
+    geom-frame vertices). ``smooth``: None for those, else (geom type, size, centre) of a
+    sphere, ellipsoid or cylinder partner, whose support point is computed, not chosen.
     """
 
     def __init__(self, prism, pts, mat, local, box, smooth=None):
@@ -216,6 +216,8 @@ class Shapes:
     def smooth_point(self, e):
         """A smooth partner's support point along e (hfield frame)."""
         kind, size, pos = self.smooth
+        if kind == "sphere":
+            return pos + size[0] * e
         u = jp.stack([_dot(self.mat[:, 0], e), _dot(self.mat[:, 1], e),
                       _dot(self.mat[:, 2], e)])
         if kind == "ellipsoid":
@@ -635,7 +637,8 @@ def prism_contact(prism, pts, mat, local, box: bool, center2, nv_cap: int, nf_ca
       local: (nv, 3) a mesh's vertices in its frame (None for a box).
       box: static, whether the partner is a box.
       center2: (3,) the partner's centre.
-      smooth: (geom type name, size) of an ellipsoid or cylinder partner (``pts`` unused),
+      smooth: (geom type name, size) of a sphere, ellipsoid or cylinder partner (``pts``
+        unused),
         whose support points are recomputed from the search's directions.
     Returns:
       (dist, normal from prism to partner, pos, ok): ok where MuJoCo reports a contact.
