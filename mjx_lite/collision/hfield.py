@@ -11,10 +11,10 @@ stops at the first repeated partner vertex: those prisms take ``hfield_ccd``, th
 that query (unconverged faces, as MuJoCo reports them). Ellipsoid and cylinder partners at
 zero margin take the same port with MuJoCo's smooth-shape rules (GJK and EPA stopped at
 ccd_tolerance, so the contact is the face EPA stands on then, up to ~1e-3 off in normal from
-the converged one), and so does a sphere whose centre is inside the prism. With a margin (a
-traced value, so both run and the margin selects), for capsules and for a sphere whose
-centre is outside the prism (whose contacts MuJoCo reports converged), the converged GJK/EPA
-of ``convex``.
+the converged one), and so do a sphere whose centre and a capsule whose segment meets the
+prism. With a margin (a traced value, so both run and the margin selects), and for a sphere
+or capsule whose core misses the prism (contacts MuJoCo reports converged), the converged
+GJK/EPA of ``convex``.
 
 Static shapes: the window of cells is ``nwin_x`` by ``nwin_y`` cells, fixed per pair group
 from the other geom's ``rbound`` (plus margin) and the grid spacing, computed in numpy when
@@ -61,23 +61,32 @@ def _aabb(type2, size2, verts2, mat):
 # expansions; a mesh's EPA runs at most KMAX expansions (faces: 146 seen, 256 kept)
 DISCRETE_CAPS = {_G.BOX: (13, 80), _G.MESH: (hfield_ccd.KMAX + 5, 256)}
 # smooth partners: KMAX expansions (faces: 129 seen in 20 ellipsoid poses, 320 kept)
-SMOOTH_CCD = {_G.SPHERE: "sphere", _G.ELLIPSOID: "ellipsoid", _G.CYLINDER: "cylinder"}
+SMOOTH_CCD = {_G.SPHERE: "sphere", _G.CAPSULE: "capsule", _G.ELLIPSOID: "ellipsoid",
+              _G.CYLINDER: "cylinder"}
 SMOOTH_CAPS = (hfield_ccd.KMAX + 5, 320)
 
 
-def _point_in_prism(pv, x):
-    """Whether x is inside the prism pv (6, 3): bottom triangle, then top one."""
+def _segment_meets_prism(pv, a, b):
+    """Whether the segment a-b (a point when a == b) meets the prism pv (6, 3): bottom
+    triangle, then top one. Cyrus-Beck: the segment's parameter interval inside each of the
+    five face planes, intersected."""
     top = pv[3:]
-
-    def cross2(a, b, c):
-        return (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])
-
-    s = [cross2(top[i], top[(i + 1) % 3], x) for i in range(3)]
-    area = cross2(top[0], top[1], top[2])
-    lam = [s[(i + 1) % 3] / jp.where(area == 0, 1.0, area) for i in range(3)]
-    inside_xy = (area != 0) & (lam[0] >= 0) & (lam[1] >= 0) & (lam[2] >= 0)
-    ztop = lam[0] * top[0, 2] + lam[1] * top[1, 2] + lam[2] * top[2, 2]
-    return inside_xy & (x[2] <= ztop) & (x[2] >= pv[0, 2])
+    t0, t1 = jp.zeros((), a.dtype), jp.ones((), a.dtype)
+    ccw = jp.sign(jp.cross(top[1, :2] - top[0, :2], top[2, :2] - top[0, :2]))
+    up = jp.cross(top[1] - top[0], top[2] - top[0]) * ccw
+    faces = [(up, top[0]), (jp.array([0.0, 0.0, -1.0], a.dtype), pv[0])]
+    for i in range(3):
+        e = top[(i + 1) % 3] - top[i]
+        faces.append((jp.stack([e[1], -e[0], 0.0 * e[0]]) * ccw, top[i]))
+    for n, v in faces:
+        fa, fb = jp.dot(n, a - v), jp.dot(n, b - v)  # <= 0 inside
+        den = fa - fb
+        t = fa / jp.where(den == 0, 1.0, den)
+        enters = den > 0  # outside at a, inside later: the interval starts at t
+        t0 = jp.where(enters, jp.maximum(t0, t), t0)
+        t1 = jp.where(den < 0, jp.minimum(t1, t), t1)
+        t1 = jp.where((den == 0) & (fa > 0), -1.0, t1)  # parallel and outside
+    return (t0 <= t1) & (ccw != 0)
 
 
 def make_hfield(type2: int, nwin: tuple[int, int]):
@@ -87,9 +96,9 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
 
     A box or mesh partner at zero margin (and gap) takes MuJoCo 4.0's discrete-shape query
     (``hfield_ccd``: EPA stopped at the first repeated partner vertex), an ellipsoid or
-    cylinder its smooth-shape query (stopped at ccd_tolerance); with a margin, and for
-    spheres and capsules, the converged GJK/EPA. The margin is traced, so those four
-    partners run both and select."""
+    cylinder, and a sphere or capsule whose core meets the prism, its smooth-shape query
+    (stopped at ccd_tolerance); with a margin, and for a sphere or capsule whose core misses
+    the prism, the converged GJK/EPA. The margin is traced, so both run and it selects."""
     nx, ny = nwin
     poly = type2 in DISCRETE_CAPS
     smooth = type2 in SMOOTH_CCD
@@ -164,11 +173,13 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
                                                 smooth=(SMOOTH_CCD[type2], size2))
 
             pdist, pnormal, ppos, phit = jax.vmap(one_smooth)(prism)
-            if type2 == _G.SPHERE:
-                # MuJoCo 4.0 measured: a sphere whose centre is outside the prism gets the
-                # exact distance of its centre minus the radius (the converged query below);
-                # one whose centre is inside, the smooth query on the whole sphere
-                inside = jax.vmap(lambda pv: _point_in_prism(pv, p))(prism)
+            if type2 in (_G.SPHERE, _G.CAPSULE):
+                # MuJoCo 4.0 measured: a sphere (capsule) whose centre (segment) misses the
+                # prism gets the exact distance of that core minus the radius (the converged
+                # query below); one whose core is inside, the smooth query on the whole geom
+                half = jp.zeros((), dt) if type2 == _G.SPHERE else size2[1]
+                ends = (p - half * mat[:, 2], p + half * mat[:, 2])
+                inside = jax.vmap(lambda pv: _segment_meets_prism(pv, *ends))(prism)
 
         def conv(pv):
             return convex.signed_distance(_G.MESH, type2, zero, eye, zero, pv, p, mat, size2,
@@ -178,7 +189,7 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
         hit = dist <= margin
         if poly or smooth:
             discrete = margin == 0
-            if type2 == _G.SPHERE:
+            if type2 in (_G.SPHERE, _G.CAPSULE):
                 discrete = discrete & inside
             dist = jp.where(discrete, pdist, dist)
             normal = jp.where(jp.reshape(discrete, (-1, 1)), pnormal, normal)

@@ -206,7 +206,8 @@ class Shapes:
     positive); ``box``: static, whether the partner is a box (support from the signs of
     ``mat.T d``) else a mesh (support the argmax of ``local @ mat.T d``, ``local`` its
     geom-frame vertices). ``smooth``: None for those, else (geom type, size, centre) of a
-    sphere, ellipsoid or cylinder partner, whose support point is computed, not chosen.
+    sphere, capsule, ellipsoid or cylinder partner, whose support point is computed, not
+    chosen.
     """
 
     def __init__(self, prism, pts, mat, local, box, smooth=None):
@@ -218,6 +219,9 @@ class Shapes:
         kind, size, pos = self.smooth
         if kind == "sphere":
             return pos + size[0] * e
+        if kind == "capsule":  # MuJoCo's: the cap centre by sign(e.axis), 0 when level
+            axis = self.mat[:, 2]
+            return pos + jp.sign(_dot(axis, e)) * size[1] * axis + size[0] * e
         u = jp.stack([_dot(self.mat[:, 0], e), _dot(self.mat[:, 1], e),
                       _dot(self.mat[:, 2], e)])
         if kind == "ellipsoid":
@@ -637,8 +641,8 @@ def prism_contact(prism, pts, mat, local, box: bool, center2, nv_cap: int, nf_ca
       local: (nv, 3) a mesh's vertices in its frame (None for a box).
       box: static, whether the partner is a box.
       center2: (3,) the partner's centre.
-      smooth: (geom type name, size) of a sphere, ellipsoid or cylinder partner (``pts``
-        unused),
+      smooth: (geom type name, size) of a sphere, capsule, ellipsoid or cylinder partner
+        (``pts`` unused),
         whose support points are recomputed from the search's directions.
     Returns:
       (dist, normal from prism to partner, pos, ok): ok where MuJoCo reports a contact.
