@@ -2,6 +2,7 @@
 
     python benchmarks/grad.py                          # humanoid and ant, 100 steps, batch 1 64
     python benchmarks/grad.py --models cartpole --steps 20 --batches 1 --no-mjx
+    python benchmarks/grad.py --models ant --iterations 1    # equal iterations with MJX
 
 For each model and batch size: jit seconds, run seconds and peak memory (XLA's buffer
 assignment: arguments + outputs + temporaries of the compiled program) of
@@ -72,29 +73,34 @@ def _batch(d, batch: int, key):
     return jax.vmap(one)(jax.random.split(key, batch))
 
 
-def bench_mjx_lite(path, batches, nsteps: int) -> dict:
+def bench_mjx_lite(path, batches, nsteps: int, iterations: int | None, report) -> None:
     import mjx_lite
 
     m = mjx_lite.load_model(path)
+    if iterations is not None:
+        m = m.replace(opt=m.opt.replace(iterations=iterations))
     d = mjx_lite.make_data(m)
     forward, grad = _programs(mjx_lite.step, m, d, nsteps)
     implicit = lambda mm, dd: mjx_lite.step(mm, dd, loop="early_exit", adjoint="implicit")  # noqa: E731
     early = lambda mm, dd: mjx_lite.step(mm, dd, loop="early_exit")  # noqa: E731
-    out = {}
     for b in batches:
         db = _batch(d, b, jax.random.key(0))
         ctrls = jp.zeros((b, nsteps, m.nu), d.qpos.dtype)
-        out[b] = {
-            "forward": _measure(forward, db, ctrls),
-            "fwd-early": _measure(lambda x, c: forward(x, c, step_fn=early), db, ctrls),
-            "unroll": _measure(grad, db, ctrls),
-            "checkpoint": _measure(lambda x, c: grad(x, c, checkpoint=True), db, ctrls),
-            "implicit": _measure(lambda x, c: grad(x, c, step_fn=implicit), db, ctrls),
+        programs = {
+            "forward": forward,
+            "fwd-early": lambda x, c: forward(x, c, step_fn=early),
+            "unroll": grad,
+            "checkpoint": lambda x, c: grad(x, c, checkpoint=True),
+            "implicit": lambda x, c: grad(x, c, step_fn=implicit),
         }
-    return out
+        base = None
+        for name, fn in programs.items():
+            r = _measure(fn, db, ctrls)
+            base = base or r
+            report(f"  batch {b}", name, r, None if name == "forward" else base)
 
 
-def bench_mjx(path, batches, nsteps: int) -> dict:
+def bench_mjx(path, batches, nsteps: int, report) -> None:
     import mujoco
     from mujoco import mjx
 
@@ -104,20 +110,20 @@ def bench_mjx(path, batches, nsteps: int) -> dict:
         m = mjx.put_model(mjm)
         d = mjx.make_data(m)
     except Exception as e:  # noqa: BLE001 - MJX rejects some features; report, don't crash
-        return {"error": f"{type(e).__name__}: {e}"[:120]}
+        report("", "error", {"error": f"{type(e).__name__}: {e}"[:120]}, None)
+        return
     forward, grad = _programs(mjx.step, m, d, nsteps)
-    out = {}
     for b in batches:
         db = _batch(d, b, jax.random.key(0))
         ctrls = jp.zeros((b, nsteps, mjm.nu), jp.float32)
-        res = {}
+        base = None
         for name, fn in (("forward", forward), ("unroll", grad)):
             try:
-                res[name] = _measure(fn, db, ctrls)
+                r = _measure(fn, db, ctrls)
+                base = base or r
             except Exception as e:  # noqa: BLE001
-                res[name] = {"error": type(e).__name__}
-        out[b] = res
-    return out
+                r = {"error": type(e).__name__}
+            report(f"  batch {b}", name, r, None if name == "forward" else base)
 
 
 def _fmt(name: str, r: dict, base: dict | None) -> str:
@@ -140,23 +146,30 @@ def main() -> None:
     parser.add_argument("--batches", nargs="+", type=int, default=[1, 64])
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--no-mjx", action="store_true")
+    parser.add_argument("--iterations", type=int, default=None,
+                        help="solver iterations for mjx_lite (default: the model's)")
     args = parser.parse_args()
-    print(f"device {jax.devices()[0].device_kind}, float32, {args.steps} steps")
+    its = "model's" if args.iterations is None else args.iterations
+    print(f"device {jax.devices()[0].device_kind}, float32, {args.steps} steps, mjx_lite "
+          f"iterations: {its}", flush=True)
+    header = [None]
+
+    def report(group, name, r, base):
+        # one line per measurement, printed as it lands: a long run cut short keeps its rows
+        if group != header[0]:
+            print(group, flush=True)
+            header[0] = group
+        print(_fmt(name, r, base), flush=True)
+
     for name in args.models:
         path = _model_path(name)
-        results = {"mjx_lite": bench_mjx_lite(path, args.batches, args.steps)}
+        print(f"{name} / mjx_lite", flush=True)
+        header[0] = None
+        bench_mjx_lite(path, args.batches, args.steps, args.iterations, report)
         if not args.no_mjx:
-            results["MJX (iterations=1)"] = bench_mjx(path, args.batches, args.steps)
-        for engine, res in results.items():
-            print(f"{name} / {engine}")
-            if "error" in res:
-                print(f"  error: {res['error']}")
-                continue
-            for b, rows in res.items():
-                print(f"  batch {b}")
-                base = rows.get("forward")
-                for k, r in rows.items():
-                    print(_fmt(k, r, None if k == "forward" else base))
+            print(f"{name} / MJX (iterations=1)", flush=True)
+            header[0] = None
+            bench_mjx(path, args.batches, args.steps, report)
 
 
 if __name__ == "__main__":
