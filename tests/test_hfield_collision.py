@@ -277,7 +277,7 @@ def test_hfield_acceptance():
 
 
 @pytest.mark.acceptance  # ~85 s of compile for one pair type: kept out of the CI tier
-@pytest.mark.parametrize("g2", ["box", "ellipsoid"])
+@pytest.mark.parametrize("g2", ["box", "sphere", "capsule", "ellipsoid", "cylinder"])
 def test_hfield_grad_finite(g2):
     """Finite gradients of height-field contacts (the discrete and the smooth query): the
     partner resting on the terrain, touching and slightly sunk, and with its center below

@@ -226,13 +226,17 @@ class Shapes:
                       _dot(self.mat[:, 2], e)])
         if kind == "ellipsoid":
             t = size * u
-            tn = jp.sqrt(_dot(t, t))
-            loc = _vdiv(size * t, jp.where(tn > 0, tn, 1.0))
+            tt = _dot(t, t)
+            # square roots of 0 guarded: unused polytope slots hold zero directions, whose
+            # derivative would otherwise be 0 * inf
+            tn = jp.sqrt(jp.where(tt > 0, tt, 1.0))
+            loc = jp.where(tt > 0, _vdiv(size * t, tn), 0.0)
         else:  # cylinder: the rim point along u's radial part, the cap along its axial one
             # (MuJoCo's: no rim point below mjMINVAL, sign(0) = 0 on the axis)
-            r = jp.sqrt(u[0] * u[0] + u[1] * u[1])
-            big = r > MINVAL
-            rim = jp.where(big, _vdiv(u[:2], jp.where(big, r, 1.0)) * size[0], 0.0)
+            r2 = u[0] * u[0] + u[1] * u[1]
+            big = r2 > MINVAL * MINVAL
+            r = jp.sqrt(jp.where(big, r2, 1.0))
+            rim = jp.where(big, _vdiv(u[:2], r) * size[0], 0.0)
             loc = jp.concatenate([rim, (jp.sign(u[2]) * size[1])[None]])
         return jp.stack([_dot(self.mat[0], loc), _dot(self.mat[1], loc),
                          _dot(self.mat[2], loc)]) + pos
