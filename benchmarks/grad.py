@@ -73,12 +73,16 @@ def _batch(d, batch: int, key):
     return jax.vmap(one)(jax.random.split(key, batch))
 
 
-def bench_mjx_lite(path, batches, nsteps: int, iterations: int | None, report) -> None:
+def bench_mjx_lite(path, batches, nsteps: int, iterations: int | None, report,
+                   solver: str | None = None) -> None:
     import mjx_lite
+    from mjx_lite.types import SolverType
 
     m = mjx_lite.load_model(path)
     if iterations is not None:
         m = m.replace(opt=m.opt.replace(iterations=iterations))
+    if solver is not None:
+        m = m.replace(opt=m.opt.replace(solver=int(SolverType[solver])))
     d = mjx_lite.make_data(m)
     forward, grad = _programs(mjx_lite.step, m, d, nsteps)
     implicit = lambda mm, dd: mjx_lite.step(mm, dd, loop="early_exit", adjoint="implicit")  # noqa: E731
@@ -100,12 +104,14 @@ def bench_mjx_lite(path, batches, nsteps: int, iterations: int | None, report) -
             report(f"  batch {b}", name, r, None if name == "forward" else base)
 
 
-def bench_mjx(path, batches, nsteps: int, report) -> None:
+def bench_mjx(path, batches, nsteps: int, report, solver: str | None = None) -> None:
     import mujoco
     from mujoco import mjx
 
     mjm = mujoco.MjModel.from_xml_path(str(path))
     mjm.opt.iterations = 1
+    if solver is not None:
+        mjm.opt.solver = getattr(mujoco.mjtSolver, f"mjSOL_{solver}")
     try:
         m = mjx.put_model(mjm)
         d = mjx.make_data(m)
@@ -146,6 +152,9 @@ def main() -> None:
     parser.add_argument("--batches", nargs="+", type=int, default=[1, 64])
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--no-mjx", action="store_true")
+    parser.add_argument("--no-mjx-lite", action="store_true", help="MJX's rows only")
+    parser.add_argument("--solver", choices=["CG", "NEWTON"], default=None,
+                        help="solver for both engines (default: the model's; MJX has no PGS)")
     parser.add_argument("--iterations", type=int, default=None,
                         help="solver iterations for mjx_lite (default: the model's)")
     args = parser.parse_args()
@@ -163,13 +172,15 @@ def main() -> None:
 
     for name in args.models:
         path = _model_path(name)
-        print(f"{name} / mjx_lite", flush=True)
-        header[0] = None
-        bench_mjx_lite(path, args.batches, args.steps, args.iterations, report)
+        if not args.no_mjx_lite:
+            print(f"{name} / mjx_lite", flush=True)
+            header[0] = None
+            bench_mjx_lite(path, args.batches, args.steps, args.iterations, report,
+                           args.solver)
         if not args.no_mjx:
             print(f"{name} / MJX (iterations=1)", flush=True)
             header[0] = None
-            bench_mjx(path, args.batches, args.steps, report)
+            bench_mjx(path, args.batches, args.steps, report, args.solver)
 
 
 if __name__ == "__main__":
