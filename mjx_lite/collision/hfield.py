@@ -102,6 +102,7 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
     nx, ny = nwin
     poly = type2 in DISCRETE_CAPS
     smooth = type2 in SMOOTH_CCD
+    cored = type2 in (_G.SPHERE, _G.CAPSULE)
     ncell = nx * ny
     ncon = min(MAXCONPAIR, 2 * ncell)
 
@@ -159,27 +160,21 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
             box = type2 == _G.BOX
             pts = (hfield_ccd.box_points(p, mat, size2) if box
                    else hfield_ccd.mesh_points(p, mat, verts2))
-
-            def one(pv):
-                return hfield_ccd.prism_contact(pv, pts, mat, None if box else verts2, box, p,
-                                                *DISCRETE_CAPS[type2])
-
-            pdist, pnormal, ppos, phit = jax.vmap(one)(prism)
-        if smooth:
-            none = jp.zeros((1, 3), dt)
-
-            def one_smooth(pv):
-                return hfield_ccd.prism_contact(pv, none, mat, None, False, p, *SMOOTH_CAPS,
-                                                smooth=(SMOOTH_CCD[type2], size2))
-
-            pdist, pnormal, ppos, phit = jax.vmap(one_smooth)(prism)
-            if type2 in (_G.SPHERE, _G.CAPSULE):
-                # MuJoCo 4.0 measured: a sphere (capsule) whose centre (segment) misses the
-                # prism gets the exact distance of that core minus the radius (the converged
-                # query below); one whose core is inside, the smooth query on the whole geom
-                half = jp.zeros((), dt) if type2 == _G.SPHERE else size2[1]
-                ends = (p - half * mat[:, 2], p + half * mat[:, 2])
-                inside = jax.vmap(lambda pv: _segment_meets_prism(pv, *ends))(prism)
+            query = (pts, mat, None if box else verts2, box, p, *DISCRETE_CAPS[type2])
+            shape = None
+        elif smooth:
+            query = (jp.zeros((1, 3), dt), mat, None, False, p, *SMOOTH_CAPS)
+            shape = (SMOOTH_CCD[type2], size2)
+        if poly or smooth:
+            pdist, pnormal, ppos, phit = jax.vmap(
+                lambda pv: hfield_ccd.prism_contact(pv, *query, smooth=shape))(prism)
+        if cored:
+            # MuJoCo 4.0 measured: a sphere (capsule) whose centre (segment) misses the
+            # prism gets the exact distance of that core minus the radius (the converged
+            # query below); one whose core is inside, the smooth query on the whole geom
+            half = jp.zeros((), dt) if type2 == _G.SPHERE else size2[1]
+            ends = (p - half * mat[:, 2], p + half * mat[:, 2])
+            inside = jax.vmap(lambda pv: _segment_meets_prism(pv, *ends))(prism)
 
         def conv(pv):
             return convex.signed_distance(_G.MESH, type2, zero, eye, zero, pv, p, mat, size2,
@@ -188,13 +183,15 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
         dist, normal, cpos = jax.vmap(conv)(prism)
         hit = dist <= margin
         if poly or smooth:
-            discrete = margin == 0
-            if type2 in (_G.SPHERE, _G.CAPSULE):
-                discrete = discrete & inside
-            dist = jp.where(discrete, pdist, dist)
-            normal = jp.where(jp.reshape(discrete, (-1, 1)), pnormal, normal)
-            cpos = jp.where(jp.reshape(discrete, (-1, 1)), ppos, cpos)
-            hit = jp.where(discrete, phit, hit)
+            # hfield_ccd's query where MuJoCo runs it: zero margin (and, for a sphere or
+            # capsule, a core that meets the prism)
+            ccd = margin == 0
+            if cored:
+                ccd = ccd & inside
+            dist = jp.where(ccd, pdist, dist)
+            normal = jp.where(jp.reshape(ccd, (-1, 1)), pnormal, normal)
+            cpos = jp.where(jp.reshape(ccd, (-1, 1)), ppos, cpos)
+            hit = jp.where(ccd, phit, hit)
         ok = live2 & high & hit
         # the first MAXCONPAIR contacts in visiting order
         rank = jp.cumsum(ok) - 1
