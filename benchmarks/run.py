@@ -78,54 +78,69 @@ def _batch(d, batch: int, key):
     return jax.vmap(one)(jax.random.split(key, batch))
 
 
-def solver_residual(m, qpos, qvel, ctrl, qacc) -> float:
-    """MuJoCo's gradient termination measure at a state and an engine's qacc: the norm of the
-    primal gradient M qacc - qfrc_smooth - J' f(qacc) over trace(M), evaluated by mjx_lite's
-    constraint model (so both engines are judged by the same yardstick)."""
+def solver_residual(m, qpos, qvel, act, ctrl, qacc) -> float:
+    """MuJoCo's gradient termination measure at a state and an engine's qacc at that same state:
+    the norm of the primal gradient M qacc - qfrc_smooth - J' f(qacc) over trace(M), evaluated
+    by mjx_lite's constraint model (so both engines are judged by the same yardstick)."""
     import jax.numpy as jp
 
     import mjx_lite
     from mjx_lite import solver
 
-    def res(qpos, qvel, ctrl, qacc):
-        d = mjx_lite.make_data(m).replace(qpos=qpos, qvel=qvel, ctrl=ctrl)
+    def res(qpos, qvel, act, ctrl, qacc):
+        d = mjx_lite.make_data(m).replace(qpos=qpos, qvel=qvel, act=act, ctrl=ctrl)
         d = mjx_lite.forward(m, d, loop="early_exit")
         return jp.linalg.norm(solver.residual(m, d, qacc)) / jp.trace(d.qM)
 
     return float(jax.jit(res)(*(jp.asarray(x, m.body_mass.dtype)
-                                for x in (qpos, qvel, ctrl, qacc))))
+                                for x in (qpos, qvel, act, ctrl, qacc))))
 
 
-def bench_mjx_lite(path, disable: int, batches, nsteps: int, loop: str) -> dict:
+def _state_at_end(forward, m, final) -> tuple:
+    """Batch member 0 of a rollout's final Data, with the engine's own qacc computed there by
+    its ``forward`` (warm-started from the rollout): ``step`` leaves the qacc of the state
+    before its integration, which is not the final state's."""
+    import numpy as np
+
+    d0 = jax.jit(forward)(m, jax.tree.map(lambda x: x[0], final))
+    return tuple(np.asarray(x) for x in (d0.qpos, d0.qvel, d0.act, d0.ctrl, d0.qacc))
+
+
+def _mjx_lite_batch(path, disable: int, batch: int, nsteps: int, loop: str, x64: bool,
+                    residual: bool) -> dict:
+    """One mjx_lite batch size (run in a child process, see ``bench``)."""
     import functools
 
     import mjx_lite
 
-    t0 = time.perf_counter()
-    m = mjx_lite.load_model(path)
-    compile_s = time.perf_counter() - t0
-    m = m.replace(opt=m.opt.replace(disableflags=m.opt.disableflags | disable))
-    if m.opt.solver == SolverType.PGS:  # MJX has no PGS: every engine runs Newton
-        m = m.replace(opt=m.opt.replace(solver=SolverType.NEWTON))
+    if x64:
+        jax.config.update("jax_enable_x64", True)
+    m = _mjx_lite_model(path, disable)
     d = mjx_lite.make_data(m)
-    out = {"load_s": compile_s}
     fn = _rollout_fn(functools.partial(mjx_lite.step, loop=loop), nsteps)
-    for b in batches:
-        db = _batch(d, b, jax.random.key(0))
-        _, jit_s = _time(fn, m, db)  # the first call compiles (and runs once)
-        final, run_s = _time(fn, m, db)
-        out[b] = {"jit_s": jit_s - run_s, "steps_per_s": b * nsteps / run_s,
-                  "niter": float(final.solver_niter.max(-1).mean()),  # the busiest island
-                  "residual": solver_residual(m, final.qpos[0], final.qvel[0],
-                                              final.ctrl[0], final.qacc[0])}
-    out["model"] = m
+    db = _batch(d, batch, jax.random.key(0))
+    _, jit_s = _time(fn, m, db)  # the first call compiles (and runs once)
+    final, run_s = _time(fn, m, db)
+    out = {"jit_s": jit_s - run_s, "steps_per_s": batch * nsteps / run_s,
+           "niter": float(final.solver_niter.max(-1).mean())}  # the busiest island
+    if residual:
+        out["state"] = _state_at_end(functools.partial(mjx_lite.forward, loop=loop), m, final)
     return out
 
 
-def _mjx_batch(path, disable: int, batch: int, nsteps: int, x64: bool) -> dict:
+def _mjx_lite_model(path, disable: int):
+    import mjx_lite
+
+    m = mjx_lite.load_model(path)
+    m = m.replace(opt=m.opt.replace(disableflags=m.opt.disableflags | disable))
+    if m.opt.solver == SolverType.PGS:  # MJX has no PGS: every engine runs Newton
+        m = m.replace(opt=m.opt.replace(solver=SolverType.NEWTON))
+    return m
+
+
+def _mjx_batch(path, disable: int, batch: int, nsteps: int, x64: bool, residual: bool) -> dict:
     """One MJX batch size (run in a child process, see ``bench_mjx``)."""
     import mujoco
-    import numpy as np
     from mujoco import mjx
 
     if x64:
@@ -145,10 +160,11 @@ def _mjx_batch(path, disable: int, batch: int, nsteps: int, x64: bool) -> dict:
         final, run_s = _time(fn, m, db)
     except Exception as e:  # noqa: BLE001
         return {"error": f"{type(e).__name__}"}
-    return {"jit_s": jit_s - run_s, "steps_per_s": batch * nsteps / run_s,
-            "niter": float(final._impl.solver_niter.mean()),
-            "state": tuple(np.asarray(x[0]) for x in
-                           (final.qpos, final.qvel, final.ctrl, final.qacc))}
+    out = {"jit_s": jit_s - run_s, "steps_per_s": batch * nsteps / run_s,
+           "niter": None}  # MJX keeps its iteration count inside the solver, not in Data
+    if residual:
+        out["state"] = _state_at_end(mjx.forward, m, final)
+    return out
 
 
 def _child(queue, fn, args):
@@ -178,16 +194,15 @@ def _in_child(fn, args, timeout_s: float, tries: int = 2) -> dict:
     return out
 
 
-def bench_mjx(path, disable: int, batches, nsteps: int, x64: bool = False) -> dict:
-    import mujoco
-
-    t0 = time.perf_counter()
-    mujoco.MjModel.from_xml_path(str(path))
-    out = {"load_s": time.perf_counter() - t0}
+def bench(batch_fn, path, disable: int, batches, nsteps: int, *args) -> dict:
+    """Each batch size of one engine in a fresh child process (so jit seconds are never a
+    cache hit), the first with the state for the residual column."""
+    out = {}
     for b in batches:
-        r = _in_child(_mjx_batch, (path, disable, b, nsteps, x64), timeout_s=600)
+        r = _in_child(batch_fn, (path, disable, b, nsteps, *args, b == batches[0]),
+                      timeout_s=900)
         if "model_error" in r:
-            return {"error": r["model_error"], **out}
+            return {"error": r["model_error"]}
         out[b] = r
     return out
 
@@ -258,6 +273,8 @@ def main(argv=None) -> None:
     parser.add_argument("--no-factor", action="store_true",
                         help="skip the tree-sparse vs dense factorization timings")
     args = parser.parse_args(argv)
+    import mujoco
+
     if args.x64:
         jax.config.update("jax_enable_x64", True)
     disable = 0
@@ -269,21 +286,32 @@ def main(argv=None) -> None:
               f"{'float64' if args.x64 else 'float32'}; disabled: {args.disable or 'none'}; "
               f"{args.steps} steps per rollout; mjx_lite solver loop {args.loop!r}; models "
               f"that ask for PGS run Newton on every engine (MJX has no PGS); "
-              f"residual = |M qacc - qfrc_smooth - J'f| / trace(M) at the final state of "
-              f"batch member 0 (mjx_lite's constraint model)")
+              f"each engine and batch size in a fresh process; solver iters = mean over the "
+              f"batch of the final step's count (MJX does not record it); residual = "
+              f"|M qacc - qfrc_smooth - J'f| / trace(M) with mjx_lite's constraint model, at "
+              f"batch member 0's final state, qacc from the engine's own warm-started forward "
+              f"there (first batch size only)")
     lines = [header, "", "| model | engine | load s | batch | jit s | steps/s | "
              "solver iters | residual |", "|---|---|---|---|---|---|---|---|"]
     print(header)
     plot_rows: list = []
     for name in args.models:
         path = _model_path(name)
-        results = {"mjx_lite": bench_mjx_lite(path, disable, args.batches, args.steps,
-                                              args.loop)}
-        ours = results["mjx_lite"].pop("model")
+        t0 = time.perf_counter()
+        ours = _mjx_lite_model(path, disable)
+        load = {"mjx_lite": time.perf_counter() - t0}
+        t0 = time.perf_counter()
+        mujoco.MjModel.from_xml_path(str(path))
+        load["MJX"] = time.perf_counter() - t0
+        results = {"mjx_lite": bench(_mjx_lite_batch, path, disable, args.batches, args.steps,
+                                     args.loop, args.x64)}
         if not args.no_mjx:
-            results["MJX"] = bench_mjx(path, disable, args.batches, args.steps, args.x64)
+            results["MJX"] = bench(_mjx_batch, path, disable, args.batches, args.steps,
+                                   args.x64)
+        for engine, res in results.items():
+            res["load_s"] = load[engine]
             for b in args.batches:
-                r = results["MJX"].get(b, {})
+                r = res.get(b, {})
                 if "state" in r:
                     r["residual"] = solver_residual(ours, *r.pop("state"))
         results["MuJoCo C (1 thread)"] = bench_mujoco_c(path, disable, args.steps)
@@ -301,9 +329,10 @@ def main(argv=None) -> None:
                 if "error" in r:
                     lines.append(f"| {name} | {engine} | {load} | {b} | | {r['error']} | | |")
                 else:
+                    niter = "n/a" if r["niter"] is None else f"{r['niter']:.1f}"
+                    residual = f"{r['residual']:.1e}" if "residual" in r else ""
                     lines.append(f"| {name} | {engine} | {load} | {b} | {r['jit_s']:.2f} | "
-                                 f"{r['steps_per_s']:.0f} | {r['niter']:.1f} | "
-                                 f"{r['residual']:.1e} |")
+                                 f"{r['steps_per_s']:.0f} | {niter} | {residual} |")
                     plot_rows.append((name, engine, b, r["steps_per_s"]))
         print("\n".join(lines[-(len(args.batches) * 2 + 1):]), flush=True)
     if not args.no_factor:
