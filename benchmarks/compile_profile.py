@@ -114,6 +114,8 @@ def main(argv=None) -> None:
     parser.add_argument("--prims", nargs="*", default=[],
                         help="stages whose op counts are broken down by primitive")
     parser.add_argument("--x64", action="store_true")
+    parser.add_argument("--solver", choices=["PGS", "CG", "NEWTON"],
+                        help="override the model's solver (run.py runs PGS models as NEWTON)")
     parser.add_argument("--runtime", action="store_true",
                         help="also microseconds per call of each stage, batch 1 (a scan of "
                              "100 calls, so dispatch overhead is not counted)")
@@ -123,6 +125,10 @@ def main(argv=None) -> None:
     import mjx_lite
 
     m = mjx_lite.load_model(_model_path(args.model))
+    if args.solver:
+        from mjx_lite.types import SolverType
+
+        m = m.replace(opt=m.opt.replace(solver=SolverType[args.solver]))
     d = jax.jit(functools.partial(mjx_lite.forward, loop=args.loop))(m, mjx_lite.make_data(m))
     print(f"{args.model}: nbody {m.nbody} nv {m.nv} ngeom {m.ngeom} integrator "
           f"{m.opt.integrator!r} solver {m.opt.solver!r} loop {args.loop!r}")

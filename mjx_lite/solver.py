@@ -269,7 +269,7 @@ def _evaluate(m, d, p, cone, isl: _Islands, qacc, ma, jar, newton: bool):
     return cost, grad, mgrad
 
 
-def _linesearch(m, d, p, cone, isl: _Islands, ctx: Context):
+def _linesearch(m, d, p, cone, isl: _Islands, ctx: Context, differentiated: bool):
     """MuJoCo 4.0's line search on the piecewise-quadratic cost, one step length per island
     (islands share no row, so each island's cost depends on its own step only and one
     forward-mode pass with a unit tangent gives every island's derivatives).
@@ -284,7 +284,12 @@ def _linesearch(m, d, p, cone, isl: _Islands, ctx: Context):
     Here every scan step performs one evaluation, its phase saying which: 0 one-sided, 1
     midpoint, 2 and 3 the new Newton points of the low and high ends; 4 done. With a
     small ``ls_iterations`` (the mujoco-mjx test models use 4) where the search stops
-    decides the iterate, so the schedule, not only the minimizer, must be MuJoCo's."""
+    decides the iterate, so the schedule, not only the minimizer, must be MuJoCo's.
+
+    A step whose searches have all ended changes nothing, so the loop stops there: a
+    ``while_loop`` where the search is not differentiated, else a fixed-length loop whose
+    steps after the end are skipped by a ``cond`` (a select, not a skip, under vmap).
+    Usually two or three of the ``ls_iterations + 3`` steps run."""
     srch = ctx.search
     v = d.efc_J @ srch
     mv = d.qM @ srch
@@ -320,7 +325,8 @@ def _linesearch(m, d, p, cone, isl: _Islands, ctx: Context):
     p1 = point(newton(p0))
     direction = jp.where(p1[2] < 0, 1.0, -1.0)
     start_done = (jp.abs(p1[2]) < gtol) | (snorm < _MINVAL)
-    st = dict(p1=p1, p2=p1, p1n=p1, p2n=p1, phase=jp.where(start_done, done, one_sided),
+    phase = jp.where(start_done, done, one_sided).astype(jp.int32)
+    st = dict(p1=p1, p2=p1, p1n=p1, p2n=p1, phase=phase,
               alpha=jp.where(snorm < _MINVAL, 0.0, p1[0]), p2set=jp.zeros(k, bool),
               pending2=jp.zeros(k, bool), lsiter=jp.full(k, 2, jp.int32))
 
@@ -387,7 +393,13 @@ def _linesearch(m, d, p, cone, isl: _Islands, ctx: Context):
 
     # every step evaluates one point; the searches themselves stop MuJoCo's way
     steps = max(1, budget) + 3
-    st = jax.lax.fori_loop(0, steps, lambda _, s: body(s), st)
+    searching = lambda s: jp.any(s["phase"] != done)  # noqa: E731
+    if differentiated:
+        st = jax.lax.fori_loop(0, steps, lambda _, s: jax.lax.cond(
+            searching(s), body, lambda s: s, s), st)
+    else:
+        st = jax.lax.while_loop(lambda c: (c[0] < steps) & searching(c[1]),
+                                lambda c: (c[0] + 1, body(c[1])), (0, st))[1]
     return st["alpha"], v, mv
 
 
@@ -431,8 +443,9 @@ def _cost_change(m, d, p, cone, isl: _Islands, ctx: Context, alpha, v, mv, jar):
     return gauss + rows @ isl.efc
 
 
-def _primal_step(m, d, p, cone, isl: _Islands, newton: bool, ctx: Context) -> Context:
-    alpha, v, mv = _linesearch(m, d, p, cone, isl, ctx)
+def _primal_step(m, d, p, cone, isl: _Islands, newton: bool, differentiated: bool,
+                 ctx: Context) -> Context:
+    alpha, v, mv = _linesearch(m, d, p, cone, isl, ctx, differentiated)
     a_dof = isl.dof @ alpha
     dq, dma, djar = a_dof * ctx.search, a_dof * mv, (isl.efc @ alpha) * v
     # Once an island's step is rounding noise (the solve has converged but tolerance 0 keeps
@@ -515,11 +528,15 @@ def _init(m: Model, d: Data, p: RowPlan, cone, isl: _Islands, newton: bool) -> C
                    niter=jp.zeros(k, jp.int32))
 
 
-def _solve_primal(m: Model, d: Data, p: RowPlan, newton: bool, loop: str) -> Context:
+def _solve_primal(m: Model, d: Data, p: RowPlan, newton: bool, loop: str,
+                  differentiated: bool) -> Context:
+    """``differentiated``: reverse mode runs through the iterations (the unrolled adjoint
+    with the fixed loop), so every loop inside must be of fixed length."""
     cone = _cone(m, d, p)
     isl = _islands(m, d)
     ctx = _init(m, d, p, cone, isl, newton)
-    step = lambda c: _primal_step(m, d, p, cone, isl, newton, c)  # noqa: E731
+    differentiated = differentiated and loop == "fixed"
+    step = lambda c: _primal_step(m, d, p, cone, isl, newton, differentiated, c)  # noqa: E731
     if loop == "early_exit":
         # islands iterate in lockstep: a running island has done max(niter) iterations
         cond = lambda c: jp.any(~c.done) & (jp.max(c.niter) < m.opt.iterations)  # noqa: E731
@@ -874,7 +891,7 @@ def _iterate(m: Model, d: Data, loop: str):
     if m.opt.solver == SolverType.PGS:
         qacc, _, niter = _solve_pgs(m, d, p, loop)
         return qacc, niter
-    ctx = _solve_primal(m, d, p, m.opt.solver == SolverType.NEWTON, loop)
+    ctx = _solve_primal(m, d, p, m.opt.solver == SolverType.NEWTON, loop, False)
     return ctx.qacc, ctx.niter
 
 
@@ -944,7 +961,7 @@ def solve(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") ->
     if m.opt.solver == SolverType.PGS:
         qacc, pgs_force, niter = _solve_pgs(m, d, p, loop)
     else:
-        ctx = _solve_primal(m, d, p, m.opt.solver == SolverType.NEWTON, loop)
+        ctx = _solve_primal(m, d, p, m.opt.solver == SolverType.NEWTON, loop, True)
         qacc, niter, jar = ctx.qacc, ctx.niter, ctx.jar
     if jar is None:
         jar = d.efc_J @ qacc - d.efc_aref
