@@ -20,28 +20,14 @@ Disable the persistent compilation cache when measuring jit seconds.
 from __future__ import annotations
 
 import argparse
-import time
 
 import jax
 import jax.numpy as jp
-from run import _model_path  # benchmarks/run.py, beside this script
+from run import _model_path, measure  # benchmarks/run.py, beside this script
 
 
 def _measure(fn, *args) -> dict:
-    """jit seconds (lower + compile), warm run seconds, peak bytes of the compiled program."""
-    t0 = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
-    jit_s = time.perf_counter() - t0
-    jax.block_until_ready(compiled(*args))
-    t0 = time.perf_counter()
-    jax.block_until_ready(compiled(*args))
-    run_s = time.perf_counter() - t0
-    mem = compiled.memory_analysis()
-    peak = None
-    if mem is not None:
-        peak = (mem.argument_size_in_bytes + mem.output_size_in_bytes
-                + mem.temp_size_in_bytes - mem.alias_size_in_bytes)
-    return {"jit_s": jit_s, "run_s": run_s, "peak_mb": None if peak is None else peak / 2**20}
+    return measure(fn, *args)[1]
 
 
 def _programs(step, m, d, nsteps: int, rollout=None):

@@ -53,11 +53,23 @@ def _factor_choice() -> str:
     return smooth.FACTOR
 
 
-def _time(fn, *args):
+def measure(fn, *args) -> tuple:
+    """(output, {jit_s, run_s, peak_mb}) of ``jax.jit(fn)(*args)``: jit seconds are lowering
+    plus XLA compile, run seconds a warm call, peak the compiled program's buffers (arguments
+    + outputs + temporaries, XLA's memory analysis)."""
     t0 = time.perf_counter()
-    out = fn(*args)
-    jax.block_until_ready(out)
-    return out, time.perf_counter() - t0
+    compiled = jax.jit(fn).lower(*args).compile()
+    jit_s = time.perf_counter() - t0
+    jax.block_until_ready(compiled(*args))
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(compiled(*args))
+    run_s = time.perf_counter() - t0
+    mem = compiled.memory_analysis()
+    peak = None
+    if mem is not None:
+        peak = (mem.argument_size_in_bytes + mem.output_size_in_bytes
+                + mem.temp_size_in_bytes - mem.alias_size_in_bytes) / 2**20
+    return out, {"jit_s": jit_s, "run_s": run_s, "peak_mb": peak}
 
 
 def _rollout_fn(step, nsteps: int):
@@ -68,7 +80,7 @@ def _rollout_fn(step, nsteps: int):
         d, _ = jax.lax.scan(body, d, None, length=nsteps)
         return d
 
-    return jax.jit(jax.vmap(rollout, in_axes=(None, 0)))
+    return jax.vmap(rollout, in_axes=(None, 0))
 
 
 def _batch(d, batch: int, key):
@@ -119,9 +131,8 @@ def _mjx_lite_batch(path, disable: int, batch: int, nsteps: int, loop: str, x64:
     d = mjx_lite.make_data(m)
     fn = _rollout_fn(functools.partial(mjx_lite.step, loop=loop), nsteps)
     db = _batch(d, batch, jax.random.key(0))
-    _, jit_s = _time(fn, m, db)  # the first call compiles (and runs once)
-    final, run_s = _time(fn, m, db)
-    out = {"jit_s": jit_s - run_s, "steps_per_s": batch * nsteps / run_s,
+    final, t = measure(fn, m, db)
+    out = {**t, "steps_per_s": batch * nsteps / t["run_s"],
            "niter": float(final.solver_niter.max(-1).mean())}  # the busiest island
     if residual:
         out["state"] = _state_at_end(functools.partial(mjx_lite.forward, loop=loop), m, final)
@@ -156,11 +167,10 @@ def _mjx_batch(path, disable: int, batch: int, nsteps: int, x64: bool, residual:
     fn = _rollout_fn(mjx.step, nsteps)
     db = _batch(d, batch, jax.random.key(0))
     try:
-        _, jit_s = _time(fn, m, db)
-        final, run_s = _time(fn, m, db)
+        final, t = measure(fn, m, db)
     except Exception as e:  # noqa: BLE001
         return {"error": f"{type(e).__name__}"}
-    out = {"jit_s": jit_s - run_s, "steps_per_s": batch * nsteps / run_s,
+    out = {**t, "steps_per_s": batch * nsteps / t["run_s"],
            "niter": None}  # MJX keeps its iteration count inside the solver, not in Data
     if residual:
         out["state"] = _state_at_end(mjx.forward, m, final)
@@ -292,7 +302,7 @@ def main(argv=None) -> None:
               f"batch member 0's final state, qacc from the engine's own warm-started forward "
               f"there (first batch size only)")
     lines = [header, "", "| model | engine | load s | batch | jit s | steps/s | "
-             "solver iters | residual |", "|---|---|---|---|---|---|---|---|"]
+             "peak MB | solver iters | residual |", "|---|---|---|---|---|---|---|---|---|"]
     print(header)
     plot_rows: list = []
     for name in args.models:
@@ -317,22 +327,24 @@ def main(argv=None) -> None:
         results["MuJoCo C (1 thread)"] = bench_mujoco_c(path, disable, args.steps)
         for engine, res in results.items():
             if "error" in res:
-                lines.append(f"| {name} | {engine} | | | | {res['error']} | | |")
+                lines.append(f"| {name} | {engine} | | | | {res['error']} | | | |")
                 continue
             load = f"{res['load_s']:.3f}" if "load_s" in res else ""
             if engine.startswith("MuJoCo C"):
-                lines.append(f"| {name} | {engine} | | 1 | | {res['steps_per_s']:.0f} | | |")
+                lines.append(f"| {name} | {engine} | | 1 | | {res['steps_per_s']:.0f} | | | |")
                 plot_rows += [(name, engine, b, res["steps_per_s"]) for b in args.batches]
                 continue
             for b in args.batches:
                 r = res.get(b, {})
                 if "error" in r:
-                    lines.append(f"| {name} | {engine} | {load} | {b} | | {r['error']} | | |")
+                    lines.append(f"| {name} | {engine} | {load} | {b} | | {r['error']} | | | |")
                 else:
                     niter = "n/a" if r["niter"] is None else f"{r['niter']:.1f}"
                     residual = f"{r['residual']:.1e}" if "residual" in r else ""
+                    peak = "" if r["peak_mb"] is None else f"{r['peak_mb']:.2f}"
                     lines.append(f"| {name} | {engine} | {load} | {b} | {r['jit_s']:.2f} | "
-                                 f"{r['steps_per_s']:.0f} | {niter} | {residual} |")
+                                 f"{r['steps_per_s']:.0f} | {peak} | {niter} | "
+                                 f"{residual} |")
                     plot_rows.append((name, engine, b, r["steps_per_s"]))
         print("\n".join(lines[-(len(args.batches) * 2 + 1):]), flush=True)
     if not args.no_factor:
