@@ -94,6 +94,12 @@ def _runtime_us(fn, m, d, reps: int = 100) -> float:
     return best / reps * 1e6
 
 
+def _pipeline(stages, m, d):
+    for _, fn in stages:
+        d = fn(m, d)
+    return d
+
+
 def rollout(step, nsteps: int):
     """vmap over Data of an nsteps lax.scan of step (as benchmarks/run.py times it)."""
 
@@ -117,8 +123,12 @@ def main(argv=None) -> None:
     parser.add_argument("--solver", choices=["PGS", "CG", "NEWTON"],
                         help="override the model's solver (run.py runs PGS models as NEWTON)")
     parser.add_argument("--runtime", action="store_true",
-                        help="also microseconds per call of each stage, batch 1 (a scan of "
-                             "100 calls, so dispatch overhead is not counted)")
+                        help="also microseconds per call, batch 1 (a scan of 100 calls, so "
+                             "dispatch overhead is not counted): a pipeline stage's is the "
+                             "increment of the pipeline up to it over the one before it")
+    parser.add_argument("--settle", type=int, default=0,
+                        help="steps (early exit) from the initial state before measuring, so "
+                             "that a model resting on the floor has its contacts")
     args = parser.parse_args(argv)
     if args.x64:
         jax.config.update("jax_enable_x64", True)
@@ -129,13 +139,27 @@ def main(argv=None) -> None:
         from mjx_lite.types import SolverType
 
         m = m.replace(opt=m.opt.replace(solver=SolverType[args.solver]))
-    d = jax.jit(functools.partial(mjx_lite.forward, loop=args.loop))(m, mjx_lite.make_data(m))
+    d = mjx_lite.make_data(m)
+    if args.settle:
+        d = jax.jit(lambda m, d: jax.lax.scan(
+            lambda d, _: (mjx_lite.step(m, d, loop="early_exit"), None), d, None,
+            length=args.settle)[0])(m, d)
+    d = jax.jit(functools.partial(mjx_lite.forward, loop=args.loop))(m, d)
     print(f"{args.model}: nbody {m.nbody} nv {m.nv} ngeom {m.ngeom} integrator "
           f"{m.opt.integrator!r} solver {m.opt.solver!r} loop {args.loop!r}")
     print(f"{'stage':18s} {'eqns':>7s} {'lower s':>8s} {'compile s':>9s} {'(cpu s)':>8s}",
           flush=True)
     step = None
-    for name, fn in _stages(args.loop):
+    stages = _stages(args.loop)
+    whole = ("integrate", "forward", "step")
+    upto: dict = {-1: 0.0}  # run time of the pipeline up to stage k
+
+    def pipeline_us(k):
+        if k not in upto:
+            upto[k] = _runtime_us(functools.partial(_pipeline, stages[: k + 1]), m, d)
+        return upto[k]
+
+    for k, (name, fn) in enumerate(stages):
         step = fn if name == "step" else step
         if args.only and name not in args.only:
             continue
@@ -144,8 +168,12 @@ def main(argv=None) -> None:
         if not args.no_compile:
             lo, co, cpu = _compile(fn, m, d)
             line += f" {lo:8.1f} {co:9.1f} {cpu:8.1f}"
-        if args.runtime:
+        if args.runtime and name in whole:
             line += f" {_runtime_us(fn, m, d):9.1f} us"
+        elif args.runtime:
+            # a stage alone is loop-invariant where it ignores qpos (XLA hoists it out of the
+            # timing loop), so it is timed as the pipeline up to it minus the one before
+            line += f" {pipeline_us(k) - pipeline_us(k - 1):9.1f} us (pipeline {upto[k]:.1f})"
         print(line, flush=True)
         if name in args.prims:
             print("   ", ", ".join(f"{k} {v}" for k, v in counts.most_common(12)))

@@ -21,9 +21,18 @@ import pathlib
 import platform
 import time
 
-import jax
+# XLA's CPU runtime wedges when a LAPACK custom call (the Cholesky solves of both engines)
+# splits its batch over the thread pool that is running it: every worker then waits on the
+# pool (seen here as a child at 15 % CPU forever, threads in futex waits under
+# lapack_strsm_ffi / ParallelBatchMap; and MJX's humanoid at batch 1024). Single-threaded
+# Eigen avoids it; every engine runs under the same flags.
+if "--multi-thread-eigen" not in __import__("sys").argv:
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                               + " --xla_cpu_multi_thread_eigen=false").strip()
 
-from mjx_lite.types import SolverType
+import jax  # noqa: E402
+
+from mjx_lite.types import SolverType  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 _FLAG_BITS = {"constraint": 1, "equality": 2, "frictionloss": 4, "limit": 8, "contact": 16,
@@ -280,6 +289,8 @@ def main(argv=None) -> None:
     parser.add_argument("--no-mjx", action="store_true")
     parser.add_argument("--loop", default="early_exit", choices=["early_exit", "fixed"],
                         help="mjx_lite's solver loop (MJX always exits early)")
+    parser.add_argument("--multi-thread-eigen", action="store_true",
+                        help="leave XLA's multi-threaded Eigen on (may deadlock, see above)")
     parser.add_argument("--no-factor", action="store_true",
                         help="skip the tree-sparse vs dense factorization timings")
     args = parser.parse_args(argv)
@@ -294,7 +305,8 @@ def main(argv=None) -> None:
     header = (f"device: {device.platform} ({device.device_kind}), {os.cpu_count()} cpus, "
               f"{platform.processor() or platform.machine()}; dtype "
               f"{'float64' if args.x64 else 'float32'}; disabled: {args.disable or 'none'}; "
-              f"{args.steps} steps per rollout; mjx_lite solver loop {args.loop!r}; models "
+              f"{args.steps} steps per rollout; XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}; "
+              f"mjx_lite solver loop {args.loop!r}; models "
               f"that ask for PGS run Newton on every engine (MJX has no PGS); "
               f"each engine and batch size in a fresh process; solver iters = mean over the "
               f"batch of the final step's count (MJX does not record it); residual = "

@@ -13,7 +13,7 @@ import pytest
 from mjx_lite import interop
 from mjx_lite.const import set_const
 
-from conftest import GYM_ASSETS, MJX_TEST_DATA
+from conftest import GYM_ASSETS, MJX_TEST_DATA, MODELS_DIR
 from parity import assert_close, rel_error
 
 RTOL = 1e-10
@@ -105,3 +105,48 @@ def test_set_const_acceptance_every_model():
         f"{k}={v:.1e}" for k, v in overall.items()))
     ACCEPTANCE_FILE.write_text("\n".join(lines) + "\n")
     assert not failures, failures
+
+
+CONTACT_QACC_FILE = pathlib.Path(__file__).with_name("acceptance") / "set_const_contacts.txt"
+
+
+@pytest.mark.acceptance
+@pytest.mark.parametrize("path", [GYM_ASSETS / "humanoid.xml", MODELS_DIR / "box_stack.xml"],
+                         ids=lambda p: p.stem)
+def test_set_const_then_contact_qacc_matches_mujoco(path):
+    """Randomized physics equals compiling the changed model: body_mass, body_inertia and
+    geom_size randomized, then set_const here and mj_setConst in MuJoCo; at a state with at
+    least 8 penetrating contacts (MuJoCo run with random controls on the modified model), qacc
+    of a converged Newton solve equals MuJoCo's within the solver issue's bound (1e-5)."""
+    from mjx_lite import forward, io
+
+    mjm = mujoco.MjModel.from_xml_path(str(path))
+    mjm.opt.solver = mujoco.mjtSolver.mjSOL_NEWTON
+    mjm.opt.tolerance, mjm.opt.iterations, mjm.opt.ls_iterations = 1e-12, 200, 50
+    rng = np.random.default_rng(3)
+    mjm.body_mass[1:] *= rng.uniform(0.5, 2.0, size=mjm.nbody - 1)
+    mjm.body_inertia[1:] *= rng.uniform(0.5, 2.0, size=(mjm.nbody - 1, 3))
+    mjm.geom_size[:] *= rng.uniform(0.8, 1.2, size=mjm.geom_size.shape)
+    m = set_const(interop.model_from_mujoco(mjm))  # the derived constants still stale here
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_setConst(mjm, mjd)
+    penetrating = 0
+    for k in range(5000):
+        if mjm.nu:
+            mjd.ctrl[:] = rng.uniform(-1, 1, mjm.nu)
+        mujoco.mj_step(mjm, mjd)
+        penetrating = int(np.sum(mjd.contact.dist[: mjd.ncon] < 0))
+        if penetrating >= 8 and k > 50:
+            break
+    assert penetrating >= 8, penetrating
+    mujoco.mj_forward(mjm, mjd)
+    d = io.make_data(m).replace(qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel),
+                                ctrl=jp.asarray(mjd.ctrl))
+    out = jax.jit(lambda m, d: forward(m, d, loop="early_exit"))(m, d)
+    err = rel_error(np.asarray(out.qacc), mjd.qacc)
+    line = (f"{path.name}: step {k}, {penetrating} penetrating contacts (ncon ours "
+            f"{int(out.ncon)} MuJoCo {mjd.ncon}), qacc {err:.1e}")
+    lines = CONTACT_QACC_FILE.read_text().splitlines() if CONTACT_QACC_FILE.exists() else []
+    lines = [x for x in lines if not x.startswith(path.name + ":")] + [line]
+    CONTACT_QACC_FILE.write_text("\n".join(sorted(lines)) + "\n")
+    assert int(out.ncon) == mjd.ncon and err <= 1e-5, line
