@@ -21,18 +21,9 @@ import pathlib
 import platform
 import time
 
-# XLA's CPU runtime wedges when a LAPACK custom call (the Cholesky solves of both engines)
-# splits its batch over the thread pool that is running it: every worker then waits on the
-# pool (seen here as a child at 15 % CPU forever, threads in futex waits under
-# lapack_strsm_ffi / ParallelBatchMap; and MJX's humanoid at batch 1024). Single-threaded
-# Eigen avoids it; every engine runs under the same flags.
-if "--multi-thread-eigen" not in __import__("sys").argv:
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                               + " --xla_cpu_multi_thread_eigen=false").strip()
+import jax
 
-import jax  # noqa: E402
-
-from mjx_lite.types import SolverType  # noqa: E402
+from mjx_lite.types import SolverType
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 _FLAG_BITS = {"constraint": 1, "equality": 2, "frictionloss": 4, "limit": 8, "contact": 16,
@@ -190,25 +181,46 @@ def _child(queue, fn, args):
     queue.put(fn(*args))
 
 
-def _in_child(fn, args, timeout_s: float, tries: int = 2) -> dict:
-    """``fn(*args)`` in a fresh process, retried once if it gives no answer in ``timeout_s``:
-    XLA's CPU runtime deadlocks now and then in MJX's humanoid at batch 1024 (0 % CPU, never
-    returns; measured on jax 0.10.2), which would otherwise hang the whole run."""
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process, all threads (Linux /proc; 0 elsewhere)."""
+    try:
+        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _in_child(fn, args, timeout_s: float, tries: int = 3, stall_s: float = 90) -> dict:
+    """``fn(*args)`` in a fresh process, retried when it hangs. jaxlib 0.10's CPU runtime
+    deadlocks now and then (every thread parked in a futex wait under a LAPACK solve's
+    ``ParallelBatchMap``, see docs/batching.md), in mjx_lite's rollouts as in MJX's: a child
+    whose CPU time has not grown for ``stall_s`` seconds is taken as hung, killed and run
+    again; the result says how many tries it took."""
     import multiprocessing as mp
     import queue as queue_mod
 
     ctx = mp.get_context("spawn")
-    for _ in range(tries):
+    for attempt in range(1, tries + 1):
         q = ctx.Queue()
         proc = ctx.Process(target=_child, args=(q, fn, args))
         proc.start()
-        try:
-            out = q.get(timeout=timeout_s)
-        except queue_mod.Empty:
-            out = {"error": f"no result in {timeout_s:.0f} s (hung)"}
+        start, out = time.perf_counter(), None
+        last_cpu, last_change = 0.0, start
+        while out is None:
+            try:
+                out = q.get(timeout=10)
+            except queue_mod.Empty:
+                now, cpu = time.perf_counter(), _cpu_seconds(proc.pid)
+                if cpu > last_cpu + 0.5:
+                    last_cpu, last_change = cpu, now
+                if now - last_change > stall_s:
+                    out = {"error": f"hung (no CPU progress for {stall_s:.0f} s)"}
+                elif now - start > timeout_s:
+                    out = {"error": f"no result in {timeout_s:.0f} s"}
         proc.kill()
         proc.join()
         if "hung" not in out.get("error", ""):
+            out["tries"] = attempt
             return out
     return out
 
@@ -219,7 +231,7 @@ def bench(batch_fn, path, disable: int, batches, nsteps: int, *args) -> dict:
     out = {}
     for b in batches:
         r = _in_child(batch_fn, (path, disable, b, nsteps, *args, b == batches[0]),
-                      timeout_s=900)
+                      timeout_s=1800)
         if "model_error" in r:
             return {"error": r["model_error"]}
         out[b] = r
@@ -289,8 +301,6 @@ def main(argv=None) -> None:
     parser.add_argument("--no-mjx", action="store_true")
     parser.add_argument("--loop", default="early_exit", choices=["early_exit", "fixed"],
                         help="mjx_lite's solver loop (MJX always exits early)")
-    parser.add_argument("--multi-thread-eigen", action="store_true",
-                        help="leave XLA's multi-threaded Eigen on (may deadlock, see above)")
     parser.add_argument("--no-factor", action="store_true",
                         help="skip the tree-sparse vs dense factorization timings")
     args = parser.parse_args(argv)
@@ -317,6 +327,7 @@ def main(argv=None) -> None:
              "peak MB | solver iters | residual |", "|---|---|---|---|---|---|---|---|---|"]
     print(header)
     plot_rows: list = []
+    notes: list = []
     for name in args.models:
         path = _model_path(name)
         t0 = time.perf_counter()
@@ -332,6 +343,11 @@ def main(argv=None) -> None:
                                    args.x64)
         for engine, res in results.items():
             res["load_s"] = load[engine]
+            retried = {b: r["tries"] for b, r in res.items() if isinstance(r, dict)
+                       and r.get("tries", 1) > 1}
+            if retried:
+                notes.append(f"{name} {engine}: hung and re-run, tries per batch {retried}")
+                print(notes[-1])
             for b in args.batches:
                 r = res.get(b, {})
                 if "state" in r:
@@ -368,6 +384,9 @@ def main(argv=None) -> None:
             for method in ("tree-sparse", "dense"):
                 lines.append(f"| {name} | {res['nv']} | {method} | "
                              f"{res[(method, 'single')]:.0f} | {res[(method, 'vmap256')]:.0f} |")
+    if notes:
+        lines += ["", "XLA CPU deadlocks (docs/batching.md), cells re-run:", ""]
+        lines += [f"- {n}" for n in notes]
     out_dir = ROOT / "benchmarks" / "results"
     out_dir.mkdir(exist_ok=True)
     tag = "smooth" if disable & _FLAG_BITS["contact"] else "contact"
