@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite import constraint, math, sensor, smooth, solver, support, tendon
+from mjx_lite import constraint, linalg, math, sensor, smooth, solver, support, tendon
 from mjx_lite.actuator import disabled_actuators, fwd_actuation, next_act
 from mjx_lite.collision.driver import collision
 from mjx_lite.passive import apply_ft, fluid, passive
@@ -313,6 +313,8 @@ def _implicit_qacc(m: Model, d: Data) -> jax.Array:
             block = free[:, None] & free[None, :] & sparse
             deriv = jp.where(block, passive_act - rne, deriv)
     qh = d.qM - h * jp.where(sparse, deriv, 0.0)
+    # not symmetric: LAPACK's LU (mjx_lite.linalg has only the symmetric positive definite
+    # solves, see its docstring for the CPU hang this can meet under a large vmap)
     return jp.linalg.solve(qh, d.qfrc_smooth + d.qfrc_constraint)
 
 
@@ -320,8 +322,7 @@ def _euler_qacc(m: Model, d: Data) -> jax.Array:
     if m.opt.disableflags & DisableBit.EULERDAMP or m.opt.disableflags & DisableBit.DAMPER:
         return d.qacc
     qh = d.qM + m.opt.timestep * jp.diag(_euler_damping(m, d))
-    c = jax.scipy.linalg.cho_factor(qh)
-    solved = jax.scipy.linalg.cho_solve(c, d.qfrc_smooth + d.qfrc_constraint)
+    solved = linalg.spd_solve(qh, d.qfrc_smooth + d.qfrc_constraint)
     # mj_Euler solves again only when the model has damping; otherwise it integrates qacc as
     # the solver left it (a solve stopped at its tolerance has M qacc != qfrc_smooth +
     # qfrc_constraint, so re-solving would move qvel by up to ~1e-5 from MuJoCo's)

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite import math, tree
+from mjx_lite import linalg, math, tree
 from mjx_lite.types import (
     CamLightType,
     Data,
@@ -352,7 +352,7 @@ def factor_m_ltdl(m: Model, qm: jax.Array, *, min_pivot: float | None = None
 
 def factor_m_dense(qm: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The same L' D L factor (same layout) by a dense Cholesky of the dof-reversed M."""
-    c = jp.linalg.cholesky(qm[::-1, ::-1])
+    c = linalg.cholesky(qm[::-1, ::-1])
     cd = jp.diag(c)
     # C = P L' P sqrt(P D P) with P the reversal: unit-scale the columns, undo the reversal
     lt = (c / cd[None, :])[::-1, ::-1]  # = L' (unit upper)
@@ -366,9 +366,9 @@ def solve_ltdl(qld: jax.Array, diag_inv: jax.Array, x: jax.Array) -> jax.Array:
     unit = jp.tril(qld, -1) + jp.eye(qld.shape[0], dtype=qld.dtype)
     vec = x.ndim == 1
     x = x[:, None] if vec else x
-    y = jax.scipy.linalg.solve_triangular(unit, x, lower=True, trans=1, unit_diagonal=True)
+    y = linalg.solve_triangular(unit, x, True, True)
     y = y * diag_inv[:, None]
-    y = jax.scipy.linalg.solve_triangular(unit, y, lower=True, unit_diagonal=True)
+    y = linalg.solve_triangular(unit, y, False, True)
     return y[:, 0] if vec else y
 
 

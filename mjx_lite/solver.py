@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite import island, smooth
+from mjx_lite import island, linalg, smooth
 from mjx_lite.constraint import (
     CONE,
     CONTACT_ELLIPTIC,
@@ -263,7 +263,7 @@ def _evaluate(m, d, p, cone, isl: _Islands, qacc, ma, jar, newton: bool):
     if newton:
         # islands are blocks of H (rows couple only trees of one island): one solve serves all
         h = _hessian(m, d, p, cone, quad, middle, hcone)
-        mgrad = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(h), grad)
+        mgrad = linalg.spd_solve(h, grad)
     else:
         mgrad = smooth.solve_m(m, d, grad)
     return cost, grad, mgrad
@@ -624,14 +624,14 @@ def _qcqp(a, b, d, r, mask):
     def body(carry, _):
         la, v, done, fail = carry
         ala = As + la * jp.diag(mask.astype(b.dtype))
-        chol = jp.linalg.cholesky(ala)
+        chol = linalg.cholesky(ala)
         piv = jp.diagonal(chol) ** 2
         bad = jp.where(small, jp.prod(piv) < 1e-10, jp.any(piv < 1e-10))
         bad = bad | ~jp.all(jp.isfinite(piv))
         chol = jp.where(bad, eye, chol)
-        vv = -jax.scipy.linalg.cho_solve((chol, True), bs)
+        vv = -linalg.cho_solve(chol, bs)
         val = vv @ vv - r * r
-        deriv = -2.0 * vv @ jax.scipy.linalg.cho_solve((chol, True), vv)
+        deriv = -2.0 * vv @ linalg.cho_solve(chol, vv)
         delta = -val / jp.where(deriv != 0, deriv, -1.0)
         stop = bad | (val < 1e-10) | (delta < 1e-10)
         new = (jp.where(stop, la, la + delta), jp.where(bad, 0.0, vv), done | stop, bad)
@@ -917,7 +917,7 @@ def _solve_implicit(m: Model, d: Data, loop: str):
         # residual's change with the problem data at a fixed qacc
         _, dres = jax.jvp(lambda a, b: residual(a, b, qacc), (mm, dd), tangents)
         h = hessian(mm, dd, qacc)
-        dqacc = -jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(h), dres)
+        dqacc = -linalg.spd_solve(h, dres)
         return (qacc, niter), (dqacc, np.zeros(niter.shape, jax.dtypes.float0))
 
     return run(m, d)
