@@ -16,6 +16,7 @@ import collections
 import importlib.util
 import math
 import pathlib
+import subprocess
 import sys
 import time
 
@@ -326,11 +327,13 @@ def cmd_bench(args) -> int:
     runner = _find_runner()
     if runner is None:
         return _builtin_bench(args.rest)
-    spec = importlib.util.spec_from_file_location("mjx_lite_bench_runner", runner)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.main(args.rest)
-    return 0
+    # as a script in its own interpreter: the runner starts each cell in a spawned child,
+    # which must be able to import the runner's functions by the module it was run as
+    proc = subprocess.Popen([sys.executable, str(runner), *args.rest], stdout=subprocess.PIPE,
+                            text=True)
+    for line in proc.stdout:
+        print(line, end="", flush=True)
+    return proc.wait()
 
 
 def parser() -> argparse.ArgumentParser:
