@@ -150,7 +150,7 @@ def _mjx_lite_model(path, disable: int):
 
 
 def _mjx_batch(path, disable: int, batch: int, nsteps: int, x64: bool, residual: bool) -> dict:
-    """One MJX batch size (run in a child process, see ``bench_mjx``)."""
+    """One MJX batch size (run in a child process, see ``bench``)."""
     import mujoco
     from mujoco import mjx
 
@@ -332,17 +332,17 @@ def main(argv=None) -> None:
         path = _model_path(name)
         t0 = time.perf_counter()
         ours = _mjx_lite_model(path, disable)
-        load = {"mjx_lite": time.perf_counter() - t0}
+        load_s = {"mjx_lite": time.perf_counter() - t0}
         t0 = time.perf_counter()
         mujoco.MjModel.from_xml_path(str(path))
-        load["MJX"] = time.perf_counter() - t0
+        load_s["MJX"] = time.perf_counter() - t0
         results = {"mjx_lite": bench(_mjx_lite_batch, path, disable, args.batches, args.steps,
                                      args.loop, args.x64)}
         if not args.no_mjx:
             results["MJX"] = bench(_mjx_batch, path, disable, args.batches, args.steps,
                                    args.x64)
         for engine, res in results.items():
-            res["load_s"] = load[engine]
+            res["load_s"] = load_s[engine]
             retried = {b: r["tries"] for b, r in res.items() if isinstance(r, dict)
                        and r.get("tries", 1) > 1}
             if retried:

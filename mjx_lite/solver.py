@@ -528,7 +528,7 @@ def _init(m: Model, d: Data, p: RowPlan, cone, isl: _Islands, newton: bool) -> C
                    niter=jp.zeros(k, jp.int32))
 
 
-def _solve_primal(m: Model, d: Data, p: RowPlan, newton: bool, loop: str,
+def _solve_primal(m: Model, d: Data, p: RowPlan, newton: bool, loop: str, *,
                   differentiated: bool) -> Context:
     """``differentiated``: reverse mode runs through the iterations (the unrolled adjoint
     with the fixed loop), so every loop inside must be of fixed length."""
@@ -891,7 +891,8 @@ def _iterate(m: Model, d: Data, loop: str):
     if m.opt.solver == SolverType.PGS:
         qacc, _, niter = _solve_pgs(m, d, p, loop)
         return qacc, niter
-    ctx = _solve_primal(m, d, p, m.opt.solver == SolverType.NEWTON, loop, False)
+    ctx = _solve_primal(m, d, p, m.opt.solver == SolverType.NEWTON, loop,
+                        differentiated=False)
     return ctx.qacc, ctx.niter
 
 
@@ -961,7 +962,8 @@ def solve(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") ->
     if m.opt.solver == SolverType.PGS:
         qacc, pgs_force, niter = _solve_pgs(m, d, p, loop)
     else:
-        ctx = _solve_primal(m, d, p, m.opt.solver == SolverType.NEWTON, loop, True)
+        ctx = _solve_primal(m, d, p, m.opt.solver == SolverType.NEWTON, loop,
+                            differentiated=True)
         qacc, niter, jar = ctx.qacc, ctx.niter, ctx.jar
     if jar is None:
         jar = d.efc_J @ qacc - d.efc_aref
