@@ -94,7 +94,7 @@ def capped_model(path: pathlib.Path, caps: list[str]) -> pathlib.Path:
     return out
 
 
-def bench_mjx_lite(path, qpos, batches, reps: int, x64: bool) -> dict:
+def bench_mjx_lite(path, qpos, batches, reps: int, x64: bool, per_group: bool = False) -> dict:
     import jax.numpy as jp
 
     import mjx_lite
@@ -116,7 +116,7 @@ def bench_mjx_lite(path, qpos, batches, reps: int, x64: bool) -> dict:
             d_first = jax.tree.map(lambda x: x[0], d)
             for g in driver._groups(m):
                 margin, gap = driver._params(m, g)[:2]
-                near = driver._sphere_cull(m, d_first, g.geom1, g.geom2, margin + gap)
+                near, _ = driver._sphere_cull(m, d_first, g.geom1, g.geom2, margin + gap)
                 out["groups"].append(
                     ("-".join(driver._G(t).name.lower() for t in g.types), len(g.geom1),
                      int(near.sum()), driver.pair_slots(m, g)))
@@ -124,6 +124,14 @@ def bench_mjx_lite(path, qpos, batches, reps: int, x64: bool) -> dict:
         out[b] = {"jit_s": jit_s, "us_per_step": run_s / b * 1e6, "call_ms": run_s * 1e3,
                   "ncon": int(res.ncon[0]),
                   "contactfull": int(res.warning_count[:, driver.WARN_CONTACTFULL].sum())}
+        if per_group:  # each type group's collider alone, same state and batch
+            out[b]["groups"] = []
+            for g in driver._groups(m):
+                gfn = jax.jit(jax.vmap(lambda d, g=g: driver.group_contacts(m, d, g)))
+                name = "-".join(driver._G(t).name.lower() for t in g.types)
+                print(f"  group {name}", flush=True)
+                gjit, grun, _ = _timed(gfn, d, reps)
+                out[b]["groups"].append((name, len(g.geom1), gjit, grun * 1e3))
     return out
 
 
@@ -177,6 +185,8 @@ def main(argv=None) -> None:
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--x64", action="store_true")
     parser.add_argument("--no-mjx", action="store_true")
+    parser.add_argument("--per-group", action="store_true",
+                        help="also time each geom-type group's collider alone")
     parser.add_argument("--max-geom-pairs", nargs="+", default=[],
                         help="N (every group) and/or TYPE1_TYPE2=N (one group)")
     args = parser.parse_args(argv)
@@ -186,7 +196,8 @@ def main(argv=None) -> None:
     qpos, mj_ncon, kinds = settled_qpos(path, args.settle)
     ours_path = capped_model(path, args.max_geom_pairs) if args.max_geom_pairs else path
     try:
-        ours = bench_mjx_lite(ours_path, qpos, args.batches, args.reps, args.x64)
+        ours = bench_mjx_lite(ours_path, qpos, args.batches, args.reps, args.x64,
+                              args.per_group)
     finally:
         if ours_path != path:
             ours_path.unlink()
@@ -223,6 +234,11 @@ def main(argv=None) -> None:
                              f"{r['call_ms']:.2f} | {r['ncon']} (dist < 0) |")
     lines.append(f"| MuJoCo C (1 thread, mj_collision) | 1 | | {c['us_per_step']:.1f} | "
                  f"{c['us_per_step'] / 1e3:.3f} | {c['ncon']} |")
+    for b in args.batches:
+        if "groups" in ours[b]:
+            lines += ["", f"mjx_lite per type group alone, batch {b}:", "",
+                      "| group | pairs | jit s | call ms |", "|---|---|---|---|"]
+            lines += [f"| {n} | {k} | {j:.1f} | {t:.2f} |" for n, k, j, t in ours[b]["groups"]]
     text = "\n".join(lines) + "\n"
     print(text)
     suffix = "_capped" if args.max_geom_pairs else ""

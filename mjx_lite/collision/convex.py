@@ -8,8 +8,10 @@ for them; ellipsoids, cylinders and boxes have closed-form supports; a mesh's su
 vertex with the largest projection, a vectorized argmax over its vertices (the hull's
 support equals the vertex set's, so hulls of hundreds of vertices need no graph).
 
-Both loops run a fixed number of iterations (``lax.fori_loop``) with a converged flag that
-freezes the state, so they jit and vmap; EPA keeps its polytope in fixed-capacity arrays.
+Both loops are ``lax.while_loop``s over fixed-capacity arrays (EPA's polytope) that end when
+every batch member has converged, so they jit and vmap; they search on ``stop_gradient``-ed
+poses and the contact is rebuilt from the final simplex or face on the traced ones, so it is
+differentiable and the search carries no derivative (``_Pair``).
 The contact is MuJoCo's: ``dist`` the signed distance, ``normal`` from geom1 to geom2, ``pos``
 midway between the two witness points. One contact per pair: MuJoCo 4.0 returns exactly one
 for every pair with a sphere or ellipsoid, and for any pair when ``multiccd`` is disabled.
@@ -140,49 +142,112 @@ def _closest_simplex(p, mask):
     return v[k], lam[k], lam[k] != 0
 
 
-def _gjk(sup, v0):
-    """GJK on the Minkowski difference A - B.
+def _local_point(gtype: int, size, verts, d):
+    """(point, vertex id): a geom core's local support along local ``d``; the id is the
+    mesh vertex (0 for other types), so the same point can be rebuilt from (d, id)."""
+    if gtype == _G.MESH:
+        i = jp.argmax(verts @ d).astype(jp.int32)
+        return verts[i], i
+    return local_support(gtype, size, verts, d), jp.zeros((), jp.int32)
+
+
+def _rebuilt_point(gtype: int, size, verts, d, i):
+    """The local support point that ``_local_point`` chose for (d, i), on traced inputs."""
+    if gtype == _G.MESH:
+        return verts[i]
+    return local_support(gtype, size, verts, d)
+
+
+class _Pair:
+    """Two geoms' cores, searched on ``stop_gradient``-ed poses and rebuilt on traced ones.
+
+    A support point of A - B is stored as its key: the local directions and mesh vertex ids
+    it was taken at in each geom. The search (GJK, EPA) only needs the Minkowski points; the
+    contact is rebuilt from the keys of the final simplex or face with the traced poses and
+    sizes, so the search's loops carry no derivative and may stop early.
+    """
+
+    def __init__(self, type1, type2, pos1, mat1, size1, verts1, pos2, mat2, size2, verts2):
+        self.types = (type1, type2)
+        self.traced = (pos1, mat1, size1, verts1, pos2, mat2, size2, verts2)
+        self.fixed = jax.tree_util.tree_map(jax.lax.stop_gradient, self.traced)
+
+    def sup(self, d):
+        """(w, key): the support point of A - B along world ``d`` on the fixed poses."""
+        pos1, mat1, size1, verts1, pos2, mat2, size2, verts2 = self.fixed
+        d1, d2 = mat1.T @ d, mat2.T @ -d
+        l1, i1 = _local_point(self.types[0], size1, verts1, d1)
+        l2, i2 = _local_point(self.types[1], size2, verts2, d2)
+        return (mat1 @ l1 + pos1) - (mat2 @ l2 + pos2), (d1, i1, d2, i2)
+
+    def rebuild(self, key):
+        """(a, b) world points of each geom for keys with leading shape (n,), traced."""
+        pos1, mat1, size1, verts1, pos2, mat2, size2, verts2 = self.traced
+        d1, i1, d2, i2 = key
+        l1 = jax.vmap(lambda d, i: _rebuilt_point(self.types[0], size1, verts1, d, i))(d1, i1)
+        l2 = jax.vmap(lambda d, i: _rebuilt_point(self.types[1], size2, verts2, d, i))(d2, i2)
+        return l1 @ mat1.T + pos1, l2 @ mat2.T + pos2
+
+
+def _key_zeros(n: int, dt):
+    return (jp.zeros((n, 3), dt), jp.zeros(n, jp.int32), jp.zeros((n, 3), dt),
+            jp.zeros(n, jp.int32))
+
+
+def _key_set(keys, slot, key):
+    return tuple(K.at[slot].set(k) for K, k in zip(keys, key))
+
+
+def _key_take(keys, idx):
+    return tuple(K[idx] for K in keys)
+
+
+def _key_where(c, x, y):
+    return tuple(jp.where(c, a, b) for a, b in zip(x, y))
+
+
+def _gjk(pair: _Pair, v0):
+    """GJK on the Minkowski difference A - B, on the pair's fixed poses.
 
     Args:
-      sup: direction -> (w, a, b), the support of A - B and its parts.
+      pair: the two cores.
       v0: (3,) a point of A - B to start from.
     Returns:
-      (v, lam, mask, P, PA, PB, inside): closest point, its barycentric weights on the final
-      simplex, the simplex, and whether the origin is inside (penetration).
+      (P, keys, mask, inside): the final simplex (4, 3), its support keys, which of its slots
+      are used, and whether the origin is inside (penetration).
     """
     dt = v0.dtype
     tol = _tol(dt)
-    w, a, b = sup(-v0)
+    w, key = pair.sup(-v0)
     P = jp.zeros((4, 3), dt).at[0].set(w)
-    PA = jp.zeros((4, 3), dt).at[0].set(a)
-    PB = jp.zeros((4, 3), dt).at[0].set(b)
+    keys = _key_set(_key_zeros(4, dt), 0, key)
     mask = jp.array([True, False, False, False])
-    state = (P, PA, PB, mask, jp.zeros((), bool), jp.zeros((), bool))
+    state = (P, keys, mask, jp.zeros((), bool), jp.zeros((), bool), jp.zeros((), jp.int32))
 
-    def body(_, st):
-        P, PA, PB, mask, done, inside = st
+    def body(st):
+        P, keys, mask, done, inside, it = st
         v, _, nmask = _closest_simplex(P, mask)
         vv = jp.dot(v, v)
         scale = jp.max(jp.sum(P * P, -1) * mask) + MINVAL
         hit = (vv < 1e-20 * scale) | jp.all(nmask)
-        w, a, b = sup(-v)
+        w, key = pair.sup(-v)
         # converged: the new support point brings the bound no closer (relative tolerance)
         conv = vv - jp.dot(v, w) <= tol * tol * scale + tol * vv
         slot = jp.argmin(nmask)
         stop = done | hit | conv
         add = ~stop
         P2 = jp.where(add, P.at[slot].set(w), P)
-        PA2 = jp.where(add, PA.at[slot].set(a), PA)
-        PB2 = jp.where(add, PB.at[slot].set(b), PB)
+        keys2 = _key_where(add, _key_set(keys, slot, key), keys)
         m2 = jp.where(done, mask, jp.where(add, nmask.at[slot].set(True), nmask))
-        return P2, PA2, PB2, m2, stop, inside | (~done & hit)
+        return P2, keys2, m2, stop, inside | (~done & hit), it + 1
 
-    P, PA, PB, mask, _, inside = jax.lax.fori_loop(0, GJK_ITERS, body, state)
-    v, lam, mask = _closest_simplex(P, mask)
-    return v, lam, mask, P, PA, PB, inside
+    # a while loop: nothing is differentiated through the search (see _Pair)
+    P, keys, mask, _, inside, _ = jax.lax.while_loop(
+        lambda st: ~st[3] & (st[5] < GJK_ITERS), body, state)
+    return P, keys, mask, inside
 
 
-def _complete_simplex(sup, P, PA, PB, mask):
+def _complete_simplex(pair: _Pair, P, keys, mask):
     """A tetrahedron for EPA from a GJK simplex of 1 to 3 points that holds the origin.
 
     GJK can stop with the origin on a point, edge or triangle of its simplex (two parallel
@@ -191,11 +256,11 @@ def _complete_simplex(sup, P, PA, PB, mask):
     the triangle's normal), on the side farther from it, so the origin ends on the
     tetrahedron's boundary, from where EPA expands as from inside.
 
-    Returns (P, PA, PB) with four vertices (unchanged where ``mask`` was full).
+    Returns (P, keys) with four vertices (unchanged where ``mask`` was full).
     """
     dt = P.dtype
     order = jp.argsort(~mask, stable=True)
-    P, PA, PB = P[order], PA[order], PB[order]
+    P, keys = P[order], _key_take(keys, order)
     k = jp.sum(mask)
     eye = jp.eye(3, dtype=dt)
     for i in (1, 2, 3):
@@ -206,7 +271,7 @@ def _complete_simplex(sup, P, PA, PB, mask):
             d = math.cross(u, eye[jp.argmin(jp.abs(u))])
         else:
             d = math.cross(u, v)
-        (w0, a0, b0), (w1, a1, b1) = sup(d), sup(-d)
+        (w0, k0), (w1, k1) = pair.sup(d), pair.sup(-d)
         # the candidate farther from the affine hull of the first i points
         if i == 1:
             far = jp.sum((w1 - P[0]) ** 2) > jp.sum((w0 - P[0]) ** 2)
@@ -217,9 +282,8 @@ def _complete_simplex(sup, P, PA, PB, mask):
             far = jp.abs(jp.dot(w1 - P[0], d)) > jp.abs(jp.dot(w0 - P[0], d))
         add = k <= i
         P = jp.where(add, P.at[i].set(jp.where(far, w1, w0)), P)
-        PA = jp.where(add, PA.at[i].set(jp.where(far, a1, a0)), PA)
-        PB = jp.where(add, PB.at[i].set(jp.where(far, b1, b0)), PB)
-    return P, PA, PB
+        keys = _key_where(add, _key_set(keys, i, _key_where(far, k1, k0)), keys)
+    return P, keys
 
 
 def _face_data(W, faces, fvalid):
@@ -232,35 +296,37 @@ def _face_data(W, faces, fvalid):
     return n, d, ok
 
 
-def _epa_polytope(sup, P, PA, PB):
-    """The EPA polytope grown from tetrahedron P: (W, WA, WB, faces, fvalid, converged)."""
+def _epa_polytope(pair: _Pair, P, keys, skip):
+    """The EPA polytope grown from tetrahedron P: (W, keys, faces, fvalid). ``skip``: no
+    expansion (the cores are apart, EPA's result is not used)."""
     dt = P.dtype
     tol = EPA_TOL[jp.dtype(dt).name]
     nv = 4 + EPA_ITERS
     nf = 2 * nv
     W = jp.zeros((nv, 3), dt).at[:4].set(P)
-    WA = jp.zeros((nv, 3), dt).at[:4].set(PA)
-    WB = jp.zeros((nv, 3), dt).at[:4].set(PB)
+    keys = tuple(jp.zeros((nv,) + K.shape[1:], K.dtype).at[:4].set(K) for K in keys)
     flip = jp.dot(math.cross(P[1] - P[0], P[2] - P[0]), P[3] - P[0]) > 0
     base = jp.array([[0, 1, 2], [0, 3, 1], [0, 2, 3], [1, 3, 2]], jp.int32)
     base = jp.where(flip, base[:, jp.array([0, 2, 1])], base)
     faces = jp.zeros((nf, 3), jp.int32).at[:4].set(base)
     fvalid = jp.zeros(nf, bool).at[:4].set(True)
 
-    st = (W, WA, WB, faces, fvalid, jp.zeros((), bool))
-    return jax.lax.fori_loop(0, EPA_ITERS, lambda it, st: _epa_step(sup, tol, it, st), st)
+    st = (W, keys, faces, fvalid, skip, jp.zeros((), jp.int32))
+    W, keys, faces, fvalid, _, _ = jax.lax.while_loop(
+        lambda st: ~st[4] & (st[5] < EPA_ITERS), lambda st: _epa_step(pair, tol, st), st)
+    return W, keys, faces, fvalid
 
 
-def _epa_step(sup, tol, it, st):
+def _epa_step(pair: _Pair, tol, st):
     """One EPA expansion: support along the nearest face's normal, remove the faces it sees,
     close the hole with faces from the horizon edges to the new vertex."""
-    W, WA, WB, faces, fvalid, done = st
+    W, keys, faces, fvalid, done, it = st
     nv, nf = W.shape[0], faces.shape[0]
     dt = W.dtype
     n, d, ok = _face_data(W, faces, fvalid)
     f = jp.argmin(d)
     nrm, dist = n[f], d[f]
-    w, a, b = sup(nrm)
+    w, key = pair.sup(nrm)
     scale = jp.max(jp.abs(W)) + MINVAL
     conv = jp.dot(w, nrm) - dist <= tol * scale
     stop = done | conv
@@ -280,9 +346,15 @@ def _epa_step(sup, tol, it, st):
     # error, but elsewhere on the polytope, from opening a second hole
     side = jp.sum(n * (w[None] - W[faces[:, 0]]), -1)
     cand = ok & (side > EPA_VISIBLE[jp.dtype(dt).name] * scale)
-    visible = jp.zeros(nf, bool).at[f].set(True)
-    for _ in range(EPA_GROW):
-        visible = visible | (cand & jp.any(visible[twin_face], axis=1))
+    def grow(gs):
+        vis, _, k = gs
+        vis2 = vis | (cand & jp.any(vis[twin_face], axis=1))
+        return vis2, jp.any(vis2 != vis), k + 1
+
+    # grown ring by ring until it stops changing (a few rings; at most EPA_GROW)
+    visible, _, _ = jax.lax.while_loop(
+        lambda gs: gs[1] & (gs[2] < EPA_GROW), grow,
+        (jp.zeros(nf, bool).at[f].set(True), ~stop, jp.zeros((), jp.int32)))
     visible = visible & fvalid
     horizon = (visible[:, None] & ~visible[twin_face]).reshape(-1)
     free = ~fvalid | visible
@@ -295,29 +367,9 @@ def _epa_step(sup, tol, it, st):
     faces2 = faces.at[dest].set(newf, mode="drop")
     got = jp.zeros(nf, bool).at[dest].set(True, mode="drop")
     fvalid2 = (fvalid & ~visible) | got
-    W2 = W.at[vid].set(w)
-    WA2 = WA.at[vid].set(a)
-    WB2 = WB.at[vid].set(b)
     keep = lambda x, y: jp.where(stop, x, y)  # noqa: E731
-    return (keep(W, W2), keep(WA, WA2), keep(WB, WB2), keep(faces, faces2),
-            keep(fvalid, fvalid2), stop)
-
-
-def _epa(sup, P, PA, PB):
-    """EPA from a tetrahedron (P, 4 points) enclosing the origin.
-
-    Returns (depth, normal, x1, x2): penetration depth, unit normal of the nearest face of
-    A - B (from geom1 to geom2), and the witness points on A and B.
-    """
-    W, WA, WB, faces, fvalid, _ = _epa_polytope(sup, P, PA, PB)
-    n, d, ok = _face_data(W, faces, fvalid)
-    f = jp.argmin(d)
-    nrm, depth = n[f], d[f]
-    tri = faces[f]
-    lam = _barycentric(W[tri], nrm * depth)
-    x1 = lam @ WA[tri]
-    x2 = lam @ WB[tri]
-    return depth, nrm, x1, x2
+    return (keep(W, W.at[vid].set(w)), _key_where(stop, keys, _key_set(keys, vid, key)),
+            keep(faces, faces2), keep(fvalid, fvalid2), stop, it + 1)
 
 
 def _barycentric(tri, p):
@@ -337,31 +389,42 @@ def signed_distance(type1: int, type2: int, pos1, mat1, size1, verts1, pos2, mat
                     verts2):
     """Signed distance between two convex geoms (negative: penetration).
 
+    GJK and EPA search on the fixed poses in ``while_loop``s that stop when every batch
+    member has converged (EPA is skipped where no core penetrates); the contact is then
+    rebuilt differentiably from the final simplex or nearest face (``_Pair``).
+
     Returns (dist, normal from geom1 to geom2, pos midway between the surfaces).
     """
-    def sup(d):
-        a = mat1 @ local_support(type1, size1, verts1, mat1.T @ d) + pos1
-        b = mat2 @ local_support(type2, size2, verts2, mat2.T @ -d) + pos2
-        return a - b, a, b
-
+    pair = _Pair(type1, type2, pos1, mat1, size1, verts1, pos2, mat2, size2, verts2)
     r1, r2 = core_radius(type1, size1), core_radius(type2, size2)
-    v0 = pos1 - pos2
+    fpos1, fpos2 = pair.fixed[0], pair.fixed[4]
+    v0 = fpos1 - fpos2
     v0 = jp.where(jp.dot(v0, v0) > MINVAL, v0, jp.array([1.0, 0.0, 0.0], pos1.dtype))
-    v, lam, mask, P, PA, PB, inside = _gjk(sup, v0)
-    # separated cores: distance |v|, witnesses from the barycentric weights
+    P, keys, mask, inside = _gjk(pair, v0)
+    # separated cores: distance |v| from the final simplex, rebuilt on the traced poses
+    A, B = pair.rebuild(keys)
+    v, lam, _ = _closest_simplex(A - B, mask)
     vn = math.safe_norm(v)
     sep_normal = -v / jp.maximum(vn, MINVAL)
-    xa, xb = lam @ PA, lam @ PB
+    xa, xb = lam @ A, lam @ B
     # penetrating cores: EPA from the GJK tetrahedron (completed where GJK stopped with the
-    # origin on a face, edge or vertex of a smaller simplex)
-    P, PA, PB = _complete_simplex(sup, P, PA, PB, mask)
-    depth, epa_normal, ea, eb = _epa(sup, P, PA, PB)
-    use_epa = inside
-    normal = jp.where(use_epa, epa_normal, sep_normal)
-    core = jp.where(use_epa, -depth, jp.where(inside, 0.0, vn))
-    x1 = jp.where(use_epa, ea, xa)
-    x2 = jp.where(use_epa, eb, xb)
-    # touching cores without a full simplex: zero distance along the last search direction
+    # origin on a face, edge or vertex of a smaller simplex), then the nearest face rebuilt
+    P, keys = _complete_simplex(pair, P, keys, mask)
+    W, keys, faces, fvalid = _epa_polytope(pair, P, keys, ~inside)
+    _, d, _ = _face_data(W, faces, fvalid)
+    tri = faces[jp.argmin(d)]
+    A3, B3 = pair.rebuild(_key_take(keys, tri))
+    W3 = A3 - B3
+    fn = math.cross(W3[1] - W3[0], W3[2] - W3[0])
+    fnn = math.safe_norm(fn)
+    epa_normal = fn / jp.where(fnn > MINVAL, fnn, 1.0)
+    depth = jp.dot(epa_normal, W3[0])
+    lam3 = _barycentric(W3, epa_normal * depth)
+    ea, eb = lam3 @ A3, lam3 @ B3
+    normal = jp.where(inside, epa_normal, sep_normal)
+    core = jp.where(inside, -depth, vn)
+    x1 = jp.where(inside, ea, xa)
+    x2 = jp.where(inside, eb, xb)
     dist = core - r1 - r2
     s1 = x1 + normal * r1
     s2 = x2 - normal * r2

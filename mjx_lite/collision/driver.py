@@ -291,6 +291,56 @@ def _sphere_cull(m: Model, d: Data, g1, g2, bound_margin):
     return near, jp.where(bounded, gap, -jp.inf)
 
 
+def group_contacts(m: Model, d: Data, grp: PairGroup):
+    """One type group's contacts: (fields of its ``npair * NCON`` slots before masking,
+    whether its ``max_geom_pairs`` cap dropped a passing pair)."""
+    fn = collider(m, grp.types, grp)
+    overflow = jp.zeros((), bool)
+    g1, g2 = grp.geom1, grp.geom2
+    margin, gap, condim, friction, solref, solreffriction, solimp = _params(m, grp)
+    near, sphere_gap = _sphere_cull(m, d, g1, g2, margin + gap)
+    args = [d.geom_xpos[g1], d.geom_xmat[g1], m.geom_size[g1],
+            d.geom_xpos[g2], d.geom_xmat[g2], m.geom_size[g2], margin + gap]
+    mesh = getattr(fn, "MESH", None)
+    if mesh is not None:
+        verts = [_mesh_verts(m, g).astype(d.geom_xpos.dtype) if mesh[k] else None
+                 for k, g in enumerate((g1, g2))]
+        args += verts
+        if getattr(fn, "POLY", False):
+            args += [None if v is None else tuple(jp.asarray(t) for t in multiccd.mesh_tables(
+                m, np.asarray(m.geom_dataid)[g], v.shape[1])) for v, g in zip(verts, (g1, g2))]
+    if getattr(fn, "HFIELD", False):
+        hid = np.asarray(m.geom_dataid)[g1]
+        nrow, ncol = int(m.hfield_nrow[hid[0]]), int(m.hfield_ncol[hid[0]])
+        adr = np.asarray(m.hfield_adr)[hid]
+        grid = adr[:, None] + np.arange(nrow * ncol)[None]
+        args += [jp.asarray(m.hfield_data)[grid].reshape(-1, nrow, ncol),
+                 m.hfield_size[hid].astype(d.geom_xpos.dtype)]
+    nkeep = pair_slots(m, grp)
+    if nkeep < len(g1):
+        # the passing pairs whose bounding spheres are closest (as MJX's top-k), so
+        # far-apart pairs cost nothing; beyond the cap they are dropped and counted as
+        # MuJoCo counts a full contact buffer
+        keep = jp.argsort(jp.where(near, sphere_gap, jp.inf), stable=True)[:nkeep]
+        overflow = jp.sum(near) > nkeep
+        take = lambda x, keep=keep: None if x is None else jp.asarray(x)[keep]  # noqa: E731
+        args = [jax.tree.map(take, a) for a in args]
+        near, margin, condim, friction, solref, solreffriction, solimp, g1, g2 = (
+            take(x) for x in (near, margin, condim, friction, solref, solreffriction,
+                              solimp, g1, g2))
+    dist, pos, normal, tangent, valid = jax.vmap(fn)(*args)
+    valid = valid & near[:, None]
+    n = fn.NCON
+    rep = lambda x, n=n: jp.repeat(jp.asarray(x), n, axis=0)  # noqa: E731
+    return dict(
+        dist=dist.reshape(-1), pos=pos.reshape(-1, 3),
+        frame=make_frame(normal.reshape(-1, 3), tangent.reshape(-1, 3)),
+        includemargin=rep(margin), friction=rep(friction), solref=rep(solref),
+        solreffriction=rep(solreffriction), solimp=rep(solimp),
+        dim=rep(condim.astype(np.int32)), geom1=rep(g1), geom2=rep(g2),
+        valid=valid.reshape(-1)), overflow
+
+
 def collision(m: Model, d: Data) -> Data:
     """Finds contacts between geoms (mj_collision) into ``d.contact`` and ``d.ncon``."""
     missing = missing_colliders(m)
@@ -304,50 +354,9 @@ def collision(m: Model, d: Data) -> Data:
                          ncon=jp.zeros((), dtype=jp.int32))
     parts, overflow = [], jp.zeros((), bool)
     for grp in _groups(m):
-        fn = collider(m, grp.types, grp)
-        g1, g2 = grp.geom1, grp.geom2
-        margin, gap, condim, friction, solref, solreffriction, solimp = _params(m, grp)
-        near, sphere_gap = _sphere_cull(m, d, g1, g2, margin + gap)
-        args = [d.geom_xpos[g1], d.geom_xmat[g1], m.geom_size[g1],
-                d.geom_xpos[g2], d.geom_xmat[g2], m.geom_size[g2], margin + gap]
-        mesh = getattr(fn, "MESH", None)
-        if mesh is not None:
-            verts = [_mesh_verts(m, g).astype(d.geom_xpos.dtype) if mesh[k] else None
-                     for k, g in enumerate((g1, g2))]
-            args += verts
-            if getattr(fn, "POLY", False):
-                args += [None if v is None else tuple(jp.asarray(t) for t in multiccd.mesh_tables(
-                    m, np.asarray(m.geom_dataid)[g], v.shape[1])) for v, g in zip(verts, (g1, g2))]
-        if getattr(fn, "HFIELD", False):
-            hid = np.asarray(m.geom_dataid)[g1]
-            nrow, ncol = int(m.hfield_nrow[hid[0]]), int(m.hfield_ncol[hid[0]])
-            adr = np.asarray(m.hfield_adr)[hid]
-            grid = adr[:, None] + np.arange(nrow * ncol)[None]
-            args += [jp.asarray(m.hfield_data)[grid].reshape(-1, nrow, ncol),
-                     m.hfield_size[hid].astype(d.geom_xpos.dtype)]
-        nkeep = pair_slots(m, grp)
-        if nkeep < len(g1):
-            # the passing pairs whose bounding spheres are closest (as MJX's top-k), so
-            # far-apart pairs cost nothing; beyond the cap they are dropped and counted as
-            # MuJoCo counts a full contact buffer
-            keep = jp.argsort(jp.where(near, sphere_gap, jp.inf), stable=True)[:nkeep]
-            overflow = overflow | (jp.sum(near) > nkeep)
-            take = lambda x, keep=keep: None if x is None else jp.asarray(x)[keep]  # noqa: E731
-            args = [jax.tree.map(take, a) for a in args]
-            near, margin, condim, friction, solref, solreffriction, solimp, g1, g2 = (
-                take(x) for x in (near, margin, condim, friction, solref, solreffriction,
-                                  solimp, g1, g2))
-        dist, pos, normal, tangent, valid = jax.vmap(fn)(*args)
-        valid = valid & near[:, None]
-        n = fn.NCON
-        rep = lambda x, n=n: jp.repeat(jp.asarray(x), n, axis=0)  # noqa: E731
-        parts.append(dict(
-            dist=dist.reshape(-1), pos=pos.reshape(-1, 3),
-            frame=make_frame(normal.reshape(-1, 3), tangent.reshape(-1, 3)),
-            includemargin=rep(margin), friction=rep(friction), solref=rep(solref),
-            solreffriction=rep(solreffriction), solimp=rep(solimp),
-            dim=rep(condim.astype(np.int32)), geom1=rep(g1), geom2=rep(g2),
-            valid=valid.reshape(-1)))
+        part, dropped = group_contacts(m, d, grp)
+        parts.append(part)
+        overflow = overflow | dropped
     cat = {k: jp.concatenate([p[k] for p in parts]) for k in parts[0]}
     v = cat["valid"]
     v1 = v[:, None]
