@@ -222,27 +222,30 @@ def _gjk(pair: _Pair, v0):
     P = jp.zeros((4, 3), dt).at[0].set(w)
     keys = _key_set(_key_zeros(4, dt), 0, key)
     mask = jp.array([True, False, False, False])
-    state = (P, keys, mask, jp.zeros((), bool), jp.zeros((), bool), jp.zeros((), jp.int32))
+    state = (P, keys, mask, jp.zeros((), bool), jp.zeros((), bool), jp.zeros((), jp.int32),
+             jp.full((), BIG, dt))
 
     def body(st):
-        P, keys, mask, done, inside, it = st
+        P, keys, mask, done, inside, it, prev = st
         v, _, nmask = _closest_simplex(P, mask)
         vv = jp.dot(v, v)
         scale = jp.max(jp.sum(P * P, -1) * mask) + MINVAL
         hit = (vv < 1e-20 * scale) | jp.all(nmask)
         w, key = pair.sup(-v)
-        # converged: the new support point brings the bound no closer (relative tolerance)
-        conv = vv - jp.dot(v, w) <= tol * tol * scale + tol * vv
+        # converged: the new support point brings the bound no closer (relative tolerance);
+        # or stalled: the distance did not shrink, as happens in float32 near contact where
+        # rounding in |v|^2 - v.w exceeds the tolerance and the simplex cycles
+        conv = (vv - jp.dot(v, w) <= tol * tol * scale + tol * vv) | (vv >= prev)
         slot = jp.argmin(nmask)
         stop = done | hit | conv
         add = ~stop
         P2 = jp.where(add, P.at[slot].set(w), P)
         keys2 = _key_where(add, _key_set(keys, slot, key), keys)
         m2 = jp.where(done, mask, jp.where(add, nmask.at[slot].set(True), nmask))
-        return P2, keys2, m2, stop, inside | (~done & hit), it + 1
+        return P2, keys2, m2, stop, inside | (~done & hit), it + 1, vv
 
     # a while loop: nothing is differentiated through the search (see _Pair)
-    P, keys, mask, _, inside, _ = jax.lax.while_loop(
+    P, keys, mask, _, inside, _, _ = jax.lax.while_loop(
         lambda st: ~st[3] & (st[5] < GJK_ITERS), body, state)
     return P, keys, mask, inside
 

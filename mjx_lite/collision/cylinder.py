@@ -35,7 +35,7 @@ In order:
 With a margin each geom is inflated by half of it: a capsule's witness moves with it, faces
 stay and the half margins go back on the points. Static shapes: polygons are padded corner
 arrays with counts, clipping runs over a fixed capacity with masks, the quadrilateral search
-is a fixed-step ``fori_loop`` on indices.
+is a ``while_loop`` on indices that ends when every batch member is done.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def cap_polygon(pos, mat, size, sgn):
     return col0 * c - col1 * s + center, mat[:, 2] * sgn
 
 
-def polygon_quad(p, cnt, cap: int):
+def polygon_quad(p, cnt, cap: int, skip=False):
     """MuJoCo's greedy search for a maximal-area quadrilateral in a convex polygon of
     ``cnt`` > 4 corners: from (0, 1, 2, 3), for each first corner ``a`` advance the fourth
     corner while the area grows, after each advance the third, then the second; the area
@@ -101,6 +101,7 @@ def polygon_quad(p, cnt, cap: int):
 
     Args:
       p: (cap, 3) corners, the first ``cnt`` real. cap: static capacity.
+      skip: no search (its result is not used); also skipped where ``cnt`` <= 4.
     Returns:
       (4,) corner indices.
     """
@@ -111,8 +112,8 @@ def polygon_quad(p, cnt, cap: int):
         a, b, c, d = q[i[0]], q[i[1]], q[i[2]], q[i[3]]
         return 0.5 * math.safe_norm(math.cross(a - c, b - d))
 
-    def step(_, st):
-        a, b, c, d, m, res, phase, done = st
+    def step(st):
+        a, b, c, d, m, res, phase, done, k = st
         nxt = lambda x: (x + 1) % n  # noqa: E731
         cand = jp.where(phase == 0, jp.stack([a, b, c, nxt(d)]),
                         jp.where(phase == 1, jp.stack([a, b, nxt(c), d]),
@@ -137,14 +138,16 @@ def polygon_quad(p, cnt, cap: int):
                     phase == 2, jp.where(acc, 2, 0), 0))))
         done2 = done | (close & (a2 >= n))
         i32 = lambda x: x.astype(jp.int32)  # noqa: E731
-        return i32(a2), i32(b2), i32(c2), i32(d2), m2, i32(res2), i32(phase2), done2
+        return (i32(a2), i32(b2), i32(c2), i32(d2), m2, i32(res2), i32(phase2), done2,
+                k + 1)
 
     i4 = jp.arange(4, dtype=jp.int32)
     st = (jp.zeros((), jp.int32), jp.ones((), jp.int32), jp.full((), 2, jp.int32),
           jp.full((), 3, jp.int32), area(i4), i4, jp.zeros((), jp.int32),
-          jp.zeros((), bool))
-    # at most about 5.5 steps per corner (tests/test_cylinder_multiccd.py)
-    out = jax.lax.fori_loop(0, 6 * cap + 16, step, st)
+          jp.asarray(skip) | (cnt <= 4), jp.zeros((), jp.int32))
+    # at most about 5.5 steps per corner (tests/test_cylinder_multiccd.py); a while loop
+    # on indices (nothing to differentiate) that ends when every batch member is done
+    out = jax.lax.while_loop(lambda st: ~st[7] & (st[8] < 6 * cap + 16), step, st)
     return out[5]
 
 
@@ -231,19 +234,15 @@ def _faces(gtype, pos, mat, size, verts, table, nout, witness):
         normal = jp.asarray(multiccd.BOX_NORMAL, dt) @ mat.T
         count = jp.full((6,), 4, jp.int32)
     elif gtype == _G.MESH:
-        fidx, count, lnormal, _ = table
+        # MuJoCo's candidates are the polygons of its contact feature: here those at the
+        # supporting vertex (a mesh has polygons facing the contact far from it)
+        wv = verts @ mat.T + pos
+        fidx, count, lnormal = multiccd.faces_at(table, jp.argmax(wv @ nout))
         k = jp.arange(fidx.shape[1])
         # MuJoCo walks a mesh polygon backwards
         rev = jp.where(k[None] < count[:, None], count[:, None] - 1 - k[None], 0)
-        wv = verts @ mat.T + pos
         face = wv[jp.take_along_axis(fidx, rev, axis=1)]
         normal = lnormal.astype(dt) @ mat.T
-        # MuJoCo's candidates are the polygons of its contact feature: here those at the
-        # supporting vertex (a mesh has polygons facing the contact far from it)
-        top = jp.argmax(wv @ nout)
-        k = jp.arange(fidx.shape[1])
-        at_top = jp.any((fidx == top) & (k[None] < count[:, None]), axis=1)
-        count = jp.where(at_top, count, 0)
     else:
         z = jp.zeros((1, 3, 3), dt)
         return (z, jp.zeros((1,), jp.int32), jp.zeros((1, 3), dt), jp.zeros((1,), bool),
@@ -295,7 +294,7 @@ def _edges(gtype, pos, mat, size, verts, table, nout, witness, exact: bool):
         flip = 1.0 - 2.0 * jp.eye(3, dtype=dt)
         ends = (sg[None] * flip * size) @ mat.T + pos
     elif gtype == _G.MESH:
-        _, _, _, nbr = table
+        nbr = table[3]
         wv = verts @ mat.T + pos
         top = jp.argmax(wv @ nout)
         v = wv[top]
@@ -341,7 +340,7 @@ def _face_face(face1, cnt1, nrm1, fv1, face2, cnt2, nrm2, fv2, margin):
     pts, npts = clip_polygon(F1, c1, n1, F2, c2, cap)
     keep = (jp.arange(cap) < npts) & ((pts - F1[0]) @ n1 <= margin)
     pts, npts = _compact(pts, keep, cap)
-    quad = polygon_quad(pts, npts, cap)
+    quad = polygon_quad(pts, npts, cap, skip=~ok)
     p = pts[jp.where(npts > 4, quad, jp.arange(4))]
     mask = jp.arange(4) < jp.minimum(npts, 4)
     w1 = multiccd._project(p, n1, F1[0])

@@ -70,7 +70,8 @@ def mesh_tables(m, meshes: np.ndarray, nvert: int):
     Returns:
       face (n, P, K) corner ids, facenum (n, P) corners (0: padding polygon), normal (n, P, 3)
       local unit normals, nbr (n, nvert, D) polygon-edge neighbours of each vertex (padding
-      repeats the vertex itself).
+      repeats the vertex itself), vpoly (n, nvert, Q) the polygons holding each vertex in
+      increasing order (padding: P, one past the last; ``faces_at`` reads them).
     """
     adr, num = np.asarray(m.mesh_polyadr), np.asarray(m.mesh_polynum)
     vadr, vnum = np.asarray(m.mesh_polyvertadr), np.asarray(m.mesh_polyvertnum)
@@ -80,11 +81,15 @@ def mesh_tables(m, meshes: np.ndarray, nvert: int):
     face = np.zeros((len(meshes), P, K), np.int32)
     facenum = np.zeros((len(meshes), P), np.int32)
     normal = np.zeros((len(meshes), P, 3))
-    nbrs = []
+    nbrs, polys = [], []
     for r, i in enumerate(meshes):
         nb = [set() for _ in range(nvert)]
+        at = [[] for _ in range(nvert)]
+        polys.append(at)
         for f in range(num[i]):
             ids = pvert[vadr[adr[i] + f]:vadr[adr[i] + f] + vnum[adr[i] + f]]
+            for v in set(int(x) for x in ids):
+                at[v].append(f)
             face[r, f, :len(ids)] = ids
             face[r, f, len(ids):] = ids[0]
             facenum[r, f] = len(ids)
@@ -100,7 +105,22 @@ def mesh_tables(m, meshes: np.ndarray, nvert: int):
         for v, s in enumerate(nb):
             lst = sorted(s)
             nbr[r, v] = lst + [v] * (D - len(lst))
-    return face, facenum, normal, nbr
+    Q = max(1, max(len(a) for at in polys for a in at))
+    vpoly = np.full((len(meshes), nvert, Q), P, np.int32)
+    for r, at in enumerate(polys):
+        for v, a in enumerate(at):
+            vpoly[r, v, :len(a)] = a
+    return face, facenum, normal, nbr, vpoly
+
+
+def faces_at(table, vertex):
+    """The polygons holding ``vertex``, in polygon order: (face (Q, K), facenum (Q,) with 0
+    for padding, normal (Q, 3)), so a collider looks at a few polygons instead of all P."""
+    face, facenum, normal, _, vpoly = table
+    ids = vpoly[vertex]
+    real = ids < face.shape[0]
+    ids = jp.where(real, ids, 0)
+    return face[ids], jp.where(real, facenum[ids], 0), normal[ids]
 
 
 def _side_planes(face, cnt, normal):
@@ -213,7 +233,7 @@ def _polytope(gtype, size, verts, table):
     if gtype == _G.BOX:
         return (jp.asarray(BOX_SIGN, size.dtype) * size, jp.asarray(BOX_FACE),
                 jp.full(6, 4, jp.int32), jp.asarray(BOX_NORMAL, size.dtype), jp.asarray(BOX_NBR))
-    face, facenum, normal, nbr = table
+    face, facenum, normal, nbr, _ = table
     return verts, face, facenum, normal.astype(verts.dtype), nbr
 
 

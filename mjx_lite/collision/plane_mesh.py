@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import jax.numpy as jp
 
+from mjx_lite.collision import multiccd
 from mjx_lite.types import GeomType
 
 NCON = 4
@@ -34,16 +35,16 @@ def plane_mesh(pos1, mat1, size1, pos2, mat2, size2, margin, verts1, verts2, tab
       pos1, mat1: plane frame; size1, size2: geom sizes (unused: planes are infinite here).
       pos2, mat2: mesh frame. margin: margin + gap.
       verts2: (V, 3) mesh vertices, padded by repeating the first.
-      table2: (face (P, K), facenum (P,), normal (P, 3), nbr) from ``multiccd.mesh_tables``.
+      table2: the polygon tables of ``multiccd.mesh_tables``.
     Returns:
       dist (NCON,), pos (NCON, 3), normal (NCON, 3), tangent (NCON, 3) zeros, valid (NCON,).
     """
     del size1, size2, verts1, table1
-    face, facenum, pnormal, _ = table2
     n = mat1[:, 2]
     w = verts2 @ mat2.T + pos2
     depth = (w - pos1) @ n
     b = jp.argmin(depth)
+    face, facenum, pnormal = multiccd.faces_at(table2, b)
     K = face.shape[1]
     k = jp.arange(K)
     corner = k[None] < facenum[:, None]
