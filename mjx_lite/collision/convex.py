@@ -206,12 +206,13 @@ def _key_where(c, x, y):
     return tuple(jp.where(c, a, b) for a, b in zip(x, y))
 
 
-def _gjk(pair: _Pair, v0):
+def _gjk(pair: _Pair, v0, skip=False):
     """GJK on the Minkowski difference A - B, on the pair's fixed poses.
 
     Args:
       pair: the two cores.
       v0: (3,) a point of A - B to start from.
+      skip: no iteration (the result is not used).
     Returns:
       (P, keys, mask, inside): the final simplex (4, 3), its support keys, which of its slots
       are used, and whether the origin is inside (penetration).
@@ -222,7 +223,7 @@ def _gjk(pair: _Pair, v0):
     P = jp.zeros((4, 3), dt).at[0].set(w)
     keys = _key_set(_key_zeros(4, dt), 0, key)
     mask = jp.array([True, False, False, False])
-    state = (P, keys, mask, jp.zeros((), bool), jp.zeros((), bool), jp.zeros((), jp.int32),
+    state = (P, keys, mask, jp.asarray(skip), jp.zeros((), bool), jp.zeros((), jp.int32),
              jp.full((), BIG, dt))
 
     def body(st):
@@ -299,6 +300,17 @@ def _face_data(W, faces, fvalid):
     return n, d, ok
 
 
+def _adjacency(faces: np.ndarray) -> np.ndarray:
+    """adj[f, k]: the face across edge k (faces[f, k] -> faces[f, k + 1]) of a closed mesh."""
+    owner = {(int(f[k]), int(f[(k + 1) % 3])): i for i, f in enumerate(faces) for k in range(3)}
+    return np.array([[owner[int(f[(k + 1) % 3]), int(f[k])] for k in range(3)] for f in faces],
+                    np.int32)
+
+
+_TET = np.array([[0, 1, 2], [0, 3, 1], [0, 2, 3], [1, 3, 2]], np.int32)
+_TET_FLIP = _TET[:, [0, 2, 1]]
+
+
 def _epa_polytope(pair: _Pair, P, keys, skip):
     """The EPA polytope grown from tetrahedron P: (W, keys, faces, fvalid). ``skip``: no
     expansion (the cores are apart, EPA's result is not used)."""
@@ -309,21 +321,26 @@ def _epa_polytope(pair: _Pair, P, keys, skip):
     W = jp.zeros((nv, 3), dt).at[:4].set(P)
     keys = tuple(jp.zeros((nv,) + K.shape[1:], K.dtype).at[:4].set(K) for K in keys)
     flip = jp.dot(math.cross(P[1] - P[0], P[2] - P[0]), P[3] - P[0]) > 0
-    base = jp.array([[0, 1, 2], [0, 3, 1], [0, 2, 3], [1, 3, 2]], jp.int32)
-    base = jp.where(flip, base[:, jp.array([0, 2, 1])], base)
+    base = jp.where(flip, _TET_FLIP, _TET)
+    adj = jp.where(flip, _adjacency(_TET_FLIP), _adjacency(_TET))
     faces = jp.zeros((nf, 3), jp.int32).at[:4].set(base)
+    adj = jp.zeros((nf, 3), jp.int32).at[:4].set(adj)
     fvalid = jp.zeros(nf, bool).at[:4].set(True)
 
-    st = (W, keys, faces, fvalid, skip, jp.zeros((), jp.int32))
-    W, keys, faces, fvalid, _, _ = jax.lax.while_loop(
-        lambda st: ~st[4] & (st[5] < EPA_ITERS), lambda st: _epa_step(pair, tol, st), st)
+    st = (W, keys, faces, adj, fvalid, skip, jp.zeros((), jp.int32))
+    W, keys, faces, _, fvalid, _, _ = jax.lax.while_loop(
+        lambda st: ~st[5] & (st[6] < EPA_ITERS), lambda st: _epa_step(pair, tol, st), st)
     return W, keys, faces, fvalid
 
 
 def _epa_step(pair: _Pair, tol, st):
     """One EPA expansion: support along the nearest face's normal, remove the faces it sees,
-    close the hole with faces from the horizon edges to the new vertex."""
-    W, keys, faces, fvalid, done, it = st
+    close the hole with faces from the horizon edges to the new vertex.
+
+    The face adjacency is kept up to date rather than rebuilt: a new face's first edge (the
+    horizon edge) borders the outside face there, its other two edges the new faces built on
+    the horizon edges that start and end at its corners."""
+    W, keys, faces, adj, fvalid, done, it = st
     nv, nf = W.shape[0], faces.shape[0]
     dt = W.dtype
     n, d, ok = _face_data(W, faces, fvalid)
@@ -334,24 +351,15 @@ def _epa_step(pair: _Pair, tol, st):
     conv = jp.dot(w, nrm) - dist <= tol * scale
     stop = done | conv
     vid = 4 + it
-    # directed edges k -> k+1 of every face; each has one twin running the other way
-    e_from = faces.reshape(-1)
-    e_to = faces[:, jp.array([1, 2, 0])].reshape(-1)
-    e_face = jp.repeat(jp.arange(nf), 3)
-    e_ok = fvalid[e_face]
-    # the face across each edge from a dense (from, to) -> face table: a scatter and a
-    # gather, where sorting the edge keys cost most of an EPA step on a CPU
-    table = jp.zeros(nv * nv, jp.int32).at[jp.where(e_ok, e_from * nv + e_to, nv * nv)].set(
-        e_face.astype(jp.int32), mode="drop")
-    twin_face = table[e_to * nv + e_from].reshape(nf, 3)
     # visible faces: the connected region around the nearest face that the new point sees;
     # growing it by adjacency keeps a face that is coplanar with the point to rounding
     # error, but elsewhere on the polytope, from opening a second hole
     side = jp.sum(n * (w[None] - W[faces[:, 0]]), -1)
     cand = ok & (side > EPA_VISIBLE[jp.dtype(dt).name] * scale)
+
     def grow(gs):
         vis, _, k = gs
-        vis2 = vis | (cand & jp.any(vis[twin_face], axis=1))
+        vis2 = vis | (cand & jp.any(vis[adj], axis=1))
         return vis2, jp.any(vis2 != vis), k + 1
 
     # grown ring by ring until it stops changing (a few rings; at most EPA_GROW)
@@ -359,20 +367,35 @@ def _epa_step(pair: _Pair, tol, st):
         lambda gs: gs[1] & (gs[2] < EPA_GROW), grow,
         (jp.zeros(nf, bool).at[f].set(True), ~stop, jp.zeros((), jp.int32)))
     visible = visible & fvalid
-    horizon = (visible[:, None] & ~visible[twin_face]).reshape(-1)
+    # horizon edges: edges of visible faces whose outside neighbour stays
+    horizon = (visible[:, None] & ~visible[adj]).reshape(-1)
+    e_from = faces.reshape(-1)
+    e_to = faces[:, jp.array([1, 2, 0])].reshape(-1)
+    e_face = jp.repeat(jp.arange(nf, dtype=jp.int32), 3)
+    outside = adj.reshape(-1)
     free = ~fvalid | visible
-    # the k-th horizon edge fills the k-th free face slot (a scatter, not a rank-matching
-    # matrix: O(edges + faces) per step); edges past the free slots are dropped
+    # the k-th horizon edge fills the k-th free face slot (a scatter: O(edges + faces) per
+    # step); edges past the free slots are dropped
     hrank = jp.cumsum(horizon) - 1
-    slots = jp.nonzero(free, size=nf, fill_value=nf)[0]
+    slots = jp.nonzero(free, size=nf, fill_value=nf)[0].astype(jp.int32)
     dest = jp.where(horizon, slots[jp.clip(hrank, 0, nf - 1)], nf)
     newf = jp.stack([e_from, e_to, jp.full(3 * nf, vid, jp.int32)], -1)
     faces2 = faces.at[dest].set(newf, mode="drop")
+    # the new faces by the horizon vertex they start and end at
+    hv = jp.where(horizon, e_from, nv)
+    starts = jp.zeros(nv, jp.int32).at[hv].set(dest, mode="drop")
+    ends = jp.zeros(nv, jp.int32).at[jp.where(horizon, e_to, nv)].set(dest, mode="drop")
+    newadj = jp.stack([outside, starts[e_to], ends[e_from]], -1)
+    adj2 = adj.at[dest].set(newadj, mode="drop")
+    # the outside face's edge that bordered the removed face now borders the new one
+    j = jp.argmax(adj[outside] == e_face[:, None], axis=1).astype(jp.int32)
+    adj2 = adj2.reshape(-1).at[jp.where(horizon, outside * 3 + j, 3 * nf)].set(
+        dest, mode="drop").reshape(nf, 3)
     got = jp.zeros(nf, bool).at[dest].set(True, mode="drop")
     fvalid2 = (fvalid & ~visible) | got
     keep = lambda x, y: jp.where(stop, x, y)  # noqa: E731
     return (keep(W, W.at[vid].set(w)), _key_where(stop, keys, _key_set(keys, vid, key)),
-            keep(faces, faces2), keep(fvalid, fvalid2), stop, it + 1)
+            keep(faces, faces2), keep(adj, adj2), keep(fvalid, fvalid2), stop, it + 1)
 
 
 def _barycentric(tri, p):
@@ -388,35 +411,40 @@ def _barycentric(tri, p):
     return jp.concatenate([1 - jp.sum(mu, keepdims=True), mu])
 
 
-def signed_distance(type1: int, type2: int, pos1, mat1, size1, verts1, pos2, mat2, size2,
-                    verts2):
-    """Signed distance between two convex geoms (negative: penetration).
+def _search_gjk(type1: int, type2: int, geoms, skip=False):
+    """GJK's final simplex for one pair: (P, keys, mask, inside). ``geoms``: (pos1, mat1,
+    size1, verts1, pos2, mat2, size2, verts2)."""
+    pair = _Pair(type1, type2, *geoms)
+    v0 = pair.fixed[0] - pair.fixed[4]
+    v0 = jp.where(jp.dot(v0, v0) > MINVAL, v0, jp.array([1.0, 0.0, 0.0], v0.dtype))
+    return _gjk(pair, v0, skip)
 
-    GJK and EPA search on the fixed poses in ``while_loop``s that stop when every batch
-    member has converged (EPA is skipped where no core penetrates); the contact is then
-    rebuilt differentiably from the final simplex or nearest face (``_Pair``).
 
-    Returns (dist, normal from geom1 to geom2, pos midway between the surfaces).
-    """
-    pair = _Pair(type1, type2, pos1, mat1, size1, verts1, pos2, mat2, size2, verts2)
+def _search_epa(type1: int, type2: int, geoms, P, keys, mask, skip=False):
+    """EPA from GJK's simplex (completed to a tetrahedron): the support keys of the
+    nearest face's three vertices."""
+    pair = _Pair(type1, type2, *geoms)
+    P, keys = _complete_simplex(pair, P, keys, mask)
+    W, keys, faces, fvalid = _epa_polytope(pair, P, keys, skip)
+    _, d, _ = _face_data(W, faces, fvalid)
+    return _key_take(keys, faces[jp.argmin(d)])
+
+
+def _contact(type1: int, type2: int, geoms, keys, mask, inside, tri):
+    """The contact rebuilt on the traced poses from the search's keys: GJK's simplex where
+    the cores are apart, EPA's nearest face where they penetrate. Returns (dist, normal
+    from geom1 to geom2, pos midway between the surfaces)."""
+    pair = _Pair(type1, type2, *geoms)
+    size1, size2 = geoms[2], geoms[6]
     r1, r2 = core_radius(type1, size1), core_radius(type2, size2)
-    fpos1, fpos2 = pair.fixed[0], pair.fixed[4]
-    v0 = fpos1 - fpos2
-    v0 = jp.where(jp.dot(v0, v0) > MINVAL, v0, jp.array([1.0, 0.0, 0.0], pos1.dtype))
-    P, keys, mask, inside = _gjk(pair, v0)
-    # separated cores: distance |v| from the final simplex, rebuilt on the traced poses
+    # separated cores: distance |v| from the final simplex
     A, B = pair.rebuild(keys)
     v, lam, _ = _closest_simplex(A - B, mask)
     vn = math.safe_norm(v)
     sep_normal = -v / jp.maximum(vn, MINVAL)
     xa, xb = lam @ A, lam @ B
-    # penetrating cores: EPA from the GJK tetrahedron (completed where GJK stopped with the
-    # origin on a face, edge or vertex of a smaller simplex), then the nearest face rebuilt
-    P, keys = _complete_simplex(pair, P, keys, mask)
-    W, keys, faces, fvalid = _epa_polytope(pair, P, keys, ~inside)
-    _, d, _ = _face_data(W, faces, fvalid)
-    tri = faces[jp.argmin(d)]
-    A3, B3 = pair.rebuild(_key_take(keys, tri))
+    # penetrating cores: the plane of EPA's nearest face
+    A3, B3 = pair.rebuild(tri)
     W3 = A3 - B3
     fn = math.cross(W3[1] - W3[0], W3[2] - W3[0])
     fnn = math.safe_norm(fn)
@@ -434,17 +462,103 @@ def signed_distance(type1: int, type2: int, pos1, mat1, size1, verts1, pos2, mat
     return dist, normal, 0.5 * (s1 + s2)
 
 
+def signed_distance(type1: int, type2: int, pos1, mat1, size1, verts1, pos2, mat2, size2,
+                    verts2):
+    """Signed distance between two convex geoms (negative: penetration).
+
+    GJK and EPA search on the fixed poses in ``while_loop``s that stop when every batch
+    member has converged (EPA is skipped where no core penetrates); the contact is then
+    rebuilt differentiably from the final simplex or nearest face (``_Pair``).
+
+    Returns (dist, normal from geom1 to geom2, pos midway between the surfaces).
+    """
+    geoms = (pos1, mat1, size1, verts1, pos2, mat2, size2, verts2)
+    P, keys, mask, inside = _search_gjk(type1, type2, geoms)
+    tri = _search_epa(type1, type2, geoms, P, keys, mask, ~inside)
+    return _contact(type1, type2, geoms, keys, mask, inside, tri)
+
+
+# lanes per chunk of signed_distances' compacted searches
+CHUNK = 16
+
+
+def compact_map(f, mask, args, init, chunk: int = CHUNK):
+    """out[i] = f(False, *args[i]) where mask[i], init[i] elsewhere, with f run (vmapped) only
+    on the masked lanes, gathered ``chunk`` at a time in a ``while_loop``: the cost follows
+    the number of masked lanes, not of all lanes. Not reverse-differentiable: for searches on
+    ``stop_gradient``-ed inputs.
+
+    Args:
+      f: per-lane function (skip, *row) returning a pytree shaped like ``init``'s rows;
+        ``skip`` is True on a chunk's lanes past the masked ones (their result is dropped).
+      mask: (n,) lanes to compute. args: pytree of (n, ...) arrays (None leaves allowed).
+      init: pytree of (n, ...) results for the other lanes.
+    """
+    n = mask.shape[0]
+    nchunk = -(-n // chunk)
+    order = jp.argsort(~mask, stable=True).astype(jp.int32)
+    order = jp.concatenate([order, jp.full(nchunk * chunk - n, n, jp.int32)])
+    count = jp.sum(mask)
+
+    def body(st):
+        c, out = st
+        idx = jax.lax.dynamic_slice(order, (c * chunk,), (chunk,))
+        live = c * chunk + jp.arange(chunk) < count
+        rows = jax.tree.map(lambda a: a[jp.minimum(idx, n - 1)], args)
+        res = jax.vmap(f)(~live, *rows)
+        dst = jp.where(live, idx, n)
+        out = jax.tree.map(lambda o, r: o.at[dst].set(r, mode="drop"), out, res)
+        return c + 1, out
+
+    return jax.lax.while_loop(lambda st: st[0] * chunk < count, body,
+                              (jp.zeros((), jp.int32), init))[1]
+
+
+def signed_distances(type1: int, type2: int, geoms, active):
+    """``signed_distance`` over n pairs (leading axis of ``geoms``' arrays), searching only
+    the ``active`` ones (those passing the bounding-sphere test; the others get a finite,
+    meaningless contact) and running EPA only on those that penetrate, in compacted chunks
+    (``compact_map``); the contacts are rebuilt on every lane, differentiably."""
+    n = active.shape[0]
+    fixed = jax.tree.map(jax.lax.stop_gradient, geoms)
+    dt = geoms[0].dtype
+    if n <= CHUNK:
+        P, keys, mask, inside = jax.vmap(lambda *g: _search_gjk(type1, type2, g))(*fixed)
+        tri = jax.vmap(lambda g, P, k, m, s: _search_epa(type1, type2, g, P, k, m, s))(
+            fixed, P, keys, mask, ~inside)
+    else:
+        zkeys = lambda k: jax.tree.map(  # noqa: E731
+            lambda x: jp.zeros((n,) + x.shape, x.dtype), _key_zeros(k, dt))
+        mask0 = jp.zeros((n, 4), bool).at[:, 0].set(True)
+        P, keys, mask, inside = compact_map(
+            lambda skip, *g: _search_gjk(type1, type2, g, skip), active, fixed,
+            (jp.zeros((n, 4, 3), dt), zkeys(4), mask0, jp.zeros(n, bool)))
+        inside = inside & active
+        tri = compact_map(
+            lambda skip, g, P, k, m: _search_epa(type1, type2, g, P, k, m, skip), inside,
+            (fixed, P, keys, mask), zkeys(3))
+    return jax.vmap(lambda g, k, m, i, t: _contact(type1, type2, g, k, m, i, t))(
+        geoms, keys, mask, inside, tri)
+
+
 def make_convex(type1: int, type2: int):
     """A collider for geom types (type1, type2) with the primitive colliders' signature plus
     mesh vertices: (pos1, mat1, size1, pos2, mat2, size2, margin, verts1, verts2)."""
 
-    def collide(pos1, mat1, size1, pos2, mat2, size2, margin, verts1=None, verts2=None):
-        dist, normal, pos = signed_distance(type1, type2, pos1, mat1, size1, verts1,
-                                            pos2, mat2, size2, verts2)
+    def after(dist, normal, pos, pos1, mat1, size1, pos2, mat2, size2, margin, verts1=None,
+              verts2=None):
         return (dist[None], pos[None], normal[None], jp.zeros((1, 3), pos.dtype),
                 (dist <= margin)[None])
 
+    def collide(pos1, mat1, size1, pos2, mat2, size2, margin, verts1=None, verts2=None):
+        dist, normal, pos = signed_distance(type1, type2, pos1, mat1, size1, verts1,
+                                            pos2, mat2, size2, verts2)
+        return after(dist, normal, pos, pos1, mat1, size1, pos2, mat2, size2, margin)
+
     collide.NCON = 1
+    # the driver runs the search group-wide (signed_distances), then AFTER per pair
+    collide.CCD = (type1, type2)
+    collide.AFTER = after
     collide.MESH = (type1 == _G.MESH, type2 == _G.MESH)
     collide.__name__ = f"convex_{_G(type1).name.lower()}_{_G(type2).name.lower()}"
     return collide

@@ -438,15 +438,22 @@ def make_cylinder_multiccd(type1: int, type2: int):
     plus mesh vertices and polygon tables."""
     ncon = 2 if type1 == _G.CAPSULE else 4
 
-    def collide(pos1, mat1, size1, pos2, mat2, size2, margin, verts1=None, verts2=None,
-                table1=None, table2=None):
-        dist, n, pos = convex.signed_distance(type1, type2, pos1, mat1, size1, verts1,
-                                              pos2, mat2, size2, verts2)
+    def after(dist, n, pos, pos1, mat1, size1, pos2, mat2, size2, margin, verts1=None,
+              verts2=None, table1=None, table2=None):
         d, p, nrm, valid = manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1,
                                     table1, pos2, mat2, size2, verts2, table2, margin, ncon)
         return d, p, nrm, jp.zeros_like(p), valid
 
+    def collide(pos1, mat1, size1, pos2, mat2, size2, margin, verts1=None, verts2=None,
+                table1=None, table2=None):
+        dist, n, pos = convex.signed_distance(type1, type2, pos1, mat1, size1, verts1,
+                                              pos2, mat2, size2, verts2)
+        return after(dist, n, pos, pos1, mat1, size1, pos2, mat2, size2, margin, verts1,
+                     verts2, table1, table2)
+
     collide.NCON = ncon
+    collide.CCD = (type1, type2)
+    collide.AFTER = after
     collide.MESH = (type1 == _G.MESH, type2 == _G.MESH)
     collide.POLY = _G.MESH in (type1, type2)
     collide.__name__ = f"multiccd_{_G(type1).name.lower()}_{_G(type2).name.lower()}"

@@ -328,7 +328,15 @@ def group_contacts(m: Model, d: Data, grp: PairGroup):
         near, margin, condim, friction, solref, solreffriction, solimp, g1, g2 = (
             take(x) for x in (near, margin, condim, friction, solref, solreffriction,
                               solimp, g1, g2))
-    dist, pos, normal, tangent, valid = jax.vmap(fn)(*args)
+    ccd = getattr(fn, "CCD", None)
+    if ccd is not None:
+        # GJK/EPA group-wide, searching only the pairs that pass the culling test
+        verts = args[7:9] if len(args) > 7 else (None, None)
+        geoms = (*args[:3], verts[0], *args[3:6], verts[1])
+        sd = convex.signed_distances(*ccd, geoms, near)
+        dist, pos, normal, tangent, valid = jax.vmap(fn.AFTER)(*sd, *args)
+    else:
+        dist, pos, normal, tangent, valid = jax.vmap(fn)(*args)
     valid = valid & near[:, None]
     n = fn.NCON
     rep = lambda x, n=n: jp.repeat(jp.asarray(x), n, axis=0)  # noqa: E731

@@ -250,19 +250,10 @@ def _support_edge(v, nbr, n):
     return v[top], ends[k], s[k]
 
 
-def multicontact(type1, type2, pos1, mat1, size1, verts1, table1, pos2, mat2, size2, verts2,
-                 table2, margin):
-    """Contacts of a box/mesh pair: (dist (NCON,), pos (NCON, 3), normal (NCON, 3), valid)."""
-    dist, n, pos = convex.signed_distance(type1, type2, pos1, mat1, size1, verts1,
-                                          pos2, mat2, size2, verts2)
-    return manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2, mat2,
-                    size2, verts2, table2, margin)
-
-
 def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2, mat2, size2,
              verts2, table2, margin):
-    """The multi-contact rule given the GJK/EPA result (dist, unit normal n, pos): the
-    (dist, pos, normal, valid) of ``multicontact``."""
+    """The multi-contact rule of a box/mesh pair given the GJK/EPA result (dist, unit normal
+    n, pos): (dist (NCON,), pos (NCON, 3), normal (NCON, 3), valid (NCON,))."""
     v1, face1, fnum1, nrm1, nbr1 = _polytope(type1, size1, verts1, table1)
     v2, face2, fnum2, nrm2, nbr2 = _polytope(type2, size2, verts2, table2)
     v1 = v1 @ mat1.T + pos1
@@ -331,14 +322,23 @@ def make_multiccd(type1: int, type2: int):
     polygon tables: (pos1, mat1, size1, pos2, mat2, size2, margin, verts1, verts2, table1,
     table2)."""
 
-    def collide(pos1, mat1, size1, pos2, mat2, size2, margin, verts1=None, verts2=None,
-                table1=None, table2=None):
-        dist, pos, normal, valid = multicontact(type1, type2, pos1, mat1, size1, verts1,
-                                                table1, pos2, mat2, size2, verts2, table2,
-                                                margin)
+    def after(dist, n, pos, pos1, mat1, size1, pos2, mat2, size2, margin, verts1=None,
+              verts2=None, table1=None, table2=None):
+        dist, pos, normal, valid = manifold(type1, type2, dist, n, pos, pos1, mat1, size1,
+                                            verts1, table1, pos2, mat2, size2, verts2, table2,
+                                            margin)
         return dist, pos, normal, jp.zeros_like(pos), valid
 
+    def collide(pos1, mat1, size1, pos2, mat2, size2, margin, verts1=None, verts2=None,
+                table1=None, table2=None):
+        dist, n, pos = convex.signed_distance(type1, type2, pos1, mat1, size1, verts1,
+                                              pos2, mat2, size2, verts2)
+        return after(dist, n, pos, pos1, mat1, size1, pos2, mat2, size2, margin, verts1,
+                     verts2, table1, table2)
+
     collide.NCON = NCON
+    collide.CCD = (type1, type2)
+    collide.AFTER = after
     collide.MESH = (type1 == _G.MESH, type2 == _G.MESH)
     collide.POLY = True
     collide.__name__ = f"multiccd_{_G(type1).name.lower()}_{_G(type2).name.lower()}"
