@@ -478,8 +478,10 @@ def signed_distance(type1: int, type2: int, pos1, mat1, size1, verts1, pos2, mat
     return _contact(type1, type2, geoms, keys, mask, inside, tri)
 
 
-# lanes per chunk of signed_distances' compacted searches
+# lanes per chunk of signed_distances' compacted searches: GJK runs on the pairs that pass
+# the culling test (often a dozen), EPA on those that penetrate (often one or two)
 CHUNK = 16
+EPA_CHUNK = 4
 
 
 def compact_map(f, mask, args, init, chunk: int = CHUNK):
@@ -536,7 +538,7 @@ def signed_distances(type1: int, type2: int, geoms, active):
         inside = inside & active
         tri = compact_map(
             lambda skip, g, P, k, m: _search_epa(type1, type2, g, P, k, m, skip), inside,
-            (fixed, P, keys, mask), zkeys(3))
+            (fixed, P, keys, mask), zkeys(3), EPA_CHUNK)
     return jax.vmap(lambda g, k, m, i, t: _contact(type1, type2, g, k, m, i, t))(
         geoms, keys, mask, inside, tri)
 

@@ -165,9 +165,7 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
         elif smooth:
             query = (jp.zeros((1, 3), dt), mat, None, False, p, *SMOOTH_CAPS)
             shape = (SMOOTH_CCD[type2], size2)
-        if poly or smooth:
-            pdist, pnormal, ppos, phit = jax.vmap(
-                lambda pv: hfield_ccd.prism_contact(pv, *query, smooth=shape))(prism)
+        needed = live2 & high
         if cored:
             # MuJoCo 4.0 measured: a sphere (capsule) whose centre (segment) misses the
             # prism gets the exact distance of that core minus the radius (the converged
@@ -175,19 +173,34 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
             half = jp.zeros((), dt) if type2 == _G.SPHERE else size2[1]
             ends = (p - half * mat[:, 2], p + half * mat[:, 2])
             inside = jax.vmap(lambda pv: _segment_meets_prism(pv, *ends))(prism)
-
-        def conv(pv):
-            return convex.signed_distance(_G.MESH, type2, zero, eye, zero, pv, p, mat, size2,
-                                          verts2)
-
-        dist, normal, cpos = jax.vmap(conv)(prism)
-        hit = dist <= margin
         if poly or smooth:
             # hfield_ccd's query where MuJoCo runs it: zero margin (and, for a sphere or
             # capsule, a core that meets the prism)
-            ccd = margin == 0
+            ccd = jp.broadcast_to(margin == 0, needed.shape)
             if cored:
                 ccd = ccd & inside
+            # searched only on the prisms that need it (compacted), rebuilt on all
+            sg = jax.lax.stop_gradient
+            found = convex.compact_map(
+                lambda skip, pv: hfield_ccd.prism_search(pv, *query, smooth=shape),
+                needed & ccd, (sg(prism),),
+                (jp.zeros(needed.shape, bool), *(jp.zeros(needed.shape + (3,), jp.int32)
+                                                  for _ in range(2)),
+                 jp.zeros(needed.shape + (3, 3), dt)))
+            pdist, pnormal, ppos, phit = jax.vmap(
+                lambda pv, f: hfield_ccd.prism_rebuild(pv, *query[:5], f, smooth=shape))(
+                prism, found)
+        else:
+            ccd = jp.zeros(needed.shape, bool)
+        # the converged query, searched only where its result is used
+        nprism = prism.shape[0]
+        each = lambda x: None if x is None else jp.broadcast_to(  # noqa: E731
+            x, (nprism,) + x.shape)
+        dist, normal, cpos = convex.signed_distances(
+            _G.MESH, type2, (each(zero), each(eye), each(zero), prism, each(p), each(mat),
+                             each(size2), each(verts2)), needed & ~ccd)
+        hit = dist <= margin
+        if poly or smooth:
             dist = jp.where(ccd, pdist, dist)
             normal = jp.where(jp.reshape(ccd, (-1, 1)), pnormal, normal)
             cpos = jp.where(jp.reshape(ccd, (-1, 1)), ppos, cpos)

@@ -651,6 +651,15 @@ def prism_contact(prism, pts, mat, local, box: bool, center2, nv_cap: int, nf_ca
     Returns:
       (dist, normal from prism to partner, pos, ok): ok where MuJoCo reports a contact.
     """
+    found = prism_search(prism, pts, mat, local, box, center2, nv_cap, nf_cap, smooth)
+    return prism_rebuild(prism, pts, mat, local, box, center2, found, smooth)
+
+
+def prism_search(prism, pts, mat, local, box: bool, center2, nv_cap: int, nf_cap: int,
+                 smooth=None):
+    """The search part of ``prism_contact`` (same arguments), on ``stop_gradient``-ed
+    inputs: (ok, prism vertex ids (3,), partner vertex ids (3,), support directions (3, 3))
+    of the nearest face."""
     sg = jax.lax.stop_gradient
     sm = None if smooth is None else (smooth[0], sg(smooth[1]), sg(center2))
     sh = Shapes(sg(prism), sg(pts), sg(mat), None if local is None else sg(local), box, sm)
@@ -659,9 +668,14 @@ def prism_contact(prism, pts, mat, local, box: bool, center2, nv_cap: int, nf_ca
     c1 = _vdiv(((((p6[0] + p6[1]) + p6[2]) + p6[3]) + p6[4]) + p6[5], six)
     ok_g, TA, TB, TD = _gjk(sh, c1 - sg(center2))
     ok_e, ia, ib, dv = _epa(sh, TA, TB, TD, nv_cap, nf_cap)
-    # the contact from the face's vertices, on the traced inputs (differentiable)
+    return ok_g & ok_e, ia, ib, dv
+
+
+def prism_rebuild(prism, pts, mat, local, box: bool, center2, found, smooth=None):
+    """The contact of ``prism_search``'s face (``found``), on the traced inputs
+    (differentiable): (dist, normal, pos, ok)."""
+    ok_s, ia, ib, dv = found
     traced = Shapes(prism, pts, mat, local, box,
                     None if smooth is None else (smooth[0], smooth[1], center2))
     dist, n, pos, ok_c = _contact(prism[ia], jax.vmap(traced.partner_point)(dv, ib))
-    ok = ok_g & ok_e & ok_c & (dist < 0)
-    return dist, n, pos, ok
+    return dist, n, pos, ok_s & ok_c & (dist < 0)

@@ -237,35 +237,35 @@ def _polytope(gtype, size, verts, table):
     return verts, face, facenum, normal.astype(verts.dtype), nbr
 
 
-def _support_edge(v, nbr, n):
-    """The edge at the support vertex of v (V, 3) along n most perpendicular to n: its ends
-    and |cos| with n."""
-    top = jp.argmax(v @ n)
-    ends = v[nbr[top]]
-    u = ends - v[top]
+def _support_edge(v, nbr, n, pos, mat):
+    """The edge at the support vertex of v (V, 3, geom frame; pose pos, mat) along world n
+    most perpendicular to n: its world ends and |cos| with n. The search runs in the geom
+    frame, where only the chosen vertices are moved to the world."""
+    top = jp.argmax(v @ (mat.T @ n))
+    ends = v[nbr[top]] @ mat.T + pos
+    vt = mat @ v[top] + pos
+    u = ends - vt
     ln = math.safe_norm(u, axis=-1)
     ok = ln > MINVAL
     s = jp.where(ok, jp.abs(u @ n) / jp.where(ok, ln, 1.0), 2.0)
     k = jp.argmin(s)
-    return v[top], ends[k], s[k]
+    return vt, ends[k], s[k]
 
 
 def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2, mat2, size2,
              verts2, table2, margin):
     """The multi-contact rule of a box/mesh pair given the GJK/EPA result (dist, unit normal
     n, pos): (dist (NCON,), pos (NCON, 3), normal (NCON, 3), valid (NCON,))."""
+    # in each geom's frame (polygon normals and vertices stay put; the contact direction
+    # turns), so that only the chosen face and edge move to the world
     v1, face1, fnum1, nrm1, nbr1 = _polytope(type1, size1, verts1, table1)
     v2, face2, fnum2, nrm2, nbr2 = _polytope(type2, size2, verts2, table2)
-    v1 = v1 @ mat1.T + pos1
-    v2 = v2 @ mat2.T + pos2
-    nrm1 = nrm1 @ mat1.T
-    nrm2 = nrm2 @ mat2.T
-    c1 = jp.where(fnum1 > 0, nrm1 @ n, -2.0)
-    c2 = jp.where(fnum2 > 0, -(nrm2 @ n), -2.0)
+    c1 = jp.where(fnum1 > 0, nrm1 @ (mat1.T @ n), -2.0)
+    c2 = jp.where(fnum2 > 0, -(nrm2 @ (mat2.T @ n)), -2.0)
     i1, i2 = jp.argmax(c1), jp.argmax(c2)
     al1, al2 = c1[i1] >= FACE_COS, c2[i2] >= FACE_COS
-    F1, k1, n1 = v1[face1[i1]], fnum1[i1], nrm1[i1]
-    F2, k2, n2 = v2[face2[i2]], fnum2[i2], nrm2[i2]
+    F1, k1, n1 = v1[face1[i1]] @ mat1.T + pos1, fnum1[i1], mat1 @ nrm1[i1]
+    F2, k2, n2 = v2[face2[i2]] @ mat2.T + pos2, fnum2[i2], mat2 @ nrm2[i2]
 
     # face-face: geom2's face clipped by geom1's side planes
     cap = F1.shape[0] + F2.shape[0]
@@ -274,8 +274,8 @@ def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2
     ff_mask = jp.arange(cap) < cnt
 
     # edge-face: the other geom's support edge clipped by the aligned face
-    a1, b1, s1 = _support_edge(v1, nbr1, n)
-    a2, b2, s2 = _support_edge(v2, nbr2, -n)
+    a1, b1, s1 = _support_edge(v1, nbr1, n, pos1, mat1)
+    a2, b2, s2 = _support_edge(v2, nbr2, -n, pos2, mat2)
     ea = jp.where(al2, a1, a2)
     eb = jp.where(al2, b1, b2)
     steep = jp.where(al2, s1, s2)
