@@ -581,3 +581,34 @@ def test_max_geom_pairs_caps_slots_and_counts_overflow():
             plane_box = int(np.sum(ours["geom1"] == 0))
             assert warned == 1 and plane_box == 3 * 4 and int(out.ncon) < mjd.ncon, (
                 warned, plane_box, int(out.ncon), mjd.ncon)
+
+
+def test_float32_plane_cylinder_upright():
+    """A cylinder standing on a tilted plane: in float32 the direction towards the plane
+    within the disk is rounding noise of two equal unit vectors, which once pointed the
+    deepest point a radius off (settled cylinders of models/collision_scene.xml lost their
+    contacts); float32 must find float64's contacts."""
+    from mjx_lite.collision import primitive
+
+    rng = np.random.default_rng(0)
+    size2 = np.array([0.05, 0.1, 0.0])
+    worst = 0.0
+    for _ in range(20):
+        q = rng.normal(size=4)
+        rot = np.zeros(9)
+        mujoco.mju_quat2Mat(rot, q / np.linalg.norm(q))
+        rot = rot.reshape(3, 3)
+        pos1 = rng.normal(size=3)
+        # the cylinder's axis along the plane normal, its bottom cap 1e-4 into the plane
+        pos2 = pos1 + rot[:, 2] * (size2[1] - 1e-4)
+        args = (pos1, rot, np.zeros(3), pos2, rot, size2, 0.0)
+        d64, p64, _, _, v64 = primitive.plane_cylinder(*(jp.asarray(a) for a in args))
+        d32, p32, _, _, v32 = primitive.plane_cylinder(
+            *(jp.asarray(a, jp.float32) for a in args))
+        assert d32.dtype == jp.float32
+        np.testing.assert_array_equal(np.asarray(v32), np.asarray(v64))
+        v = np.asarray(v64)
+        assert v.sum() == 3
+        worst = max(worst, float(np.abs(np.asarray(d32) - np.asarray(d64))[v].max()),
+                    float(np.abs(np.asarray(p32) - np.asarray(p64))[v].max()))
+    assert worst < 1e-5, worst

@@ -94,8 +94,16 @@ def plane_cylinder(pos1, mat1, size1, pos2, mat2, size2, margin):
     dist0 = jp.dot(pos2 - pos1, normal)
     # direction in the disk plane towards the plane: -normal without its axis component
     vec = axis * prjaxis - normal
-    lensq = jp.dot(vec, vec)
-    general = lensq >= MINVAL * MINVAL
+    if jp.dtype(vec.dtype) == jp.float64:
+        lensq = jp.dot(vec, vec)
+        general = lensq >= MINVAL * MINVAL
+    else:
+        # float32: on a (nearly) upright cylinder vec is rounding noise of the two unit
+        # vectors, of any direction: one along the axis put the deepest point a radius off
+        # (settled cylinders lost their contacts); keep its part in the disk plane
+        vec = vec - jp.dot(vec, axis) * axis
+        lensq = jp.dot(vec, vec)
+        general = lensq >= 1e-12
     vec = jp.where(general, vec * size2[0] / safe_sqrt(jp.where(general, lensq, 1.0)),
                    mat2[:, 0] * size2[0])
     prjvec = jp.dot(vec, normal)
