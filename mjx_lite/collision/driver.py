@@ -14,7 +14,11 @@ min(50, 2 * window cells) for a height field (``hfield``): the most each collide
 so a pair that reaches its collider never loses a contact (only the cap below drops any).
 
 Culling (mj_filterSphere) is a mask by default: a culled pair still runs its collider (fixed
-shapes under jit/vmap) and its result is masked, so every candidate costs the same. A model
+shapes under jit/vmap) and its result is masked. For the convex-solver pairs the costly part,
+GJK/EPA's search, runs group-wide (``convex.signed_distances``) on the passing pairs alone,
+gathered a chunk at a time in a ``while_loop`` (EPA on the penetrating ones alone), so it
+costs what the near pairs need; the differentiable rebuild and the multi-contact rule run on
+every pair. A model
 that sets the custom numeric ``max_geom_pairs`` (the name MJX users know) caps each type
 group at that many pairs (``max_geom_pairs_<type1>_<type2>``, e.g.
 ``max_geom_pairs_cylinder_box``, sets one group's cap): of the pairs that pass the culling
