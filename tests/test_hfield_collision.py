@@ -139,14 +139,15 @@ def hfield_states(mjm, rng: np.random.Generator, n: int) -> list[np.ndarray]:
     return out
 
 
-def hfield_sweep(g2: str, n: int, seed: int = 1, qposes=None) -> dict:
-    """Worst errors of our height-field contacts vs MuJoCo's over n states (margin 0).
+def hfield_sweep(g2: str, n: int, seed: int = 1, qposes=None, margin: float = 0.0) -> dict:
+    """Worst errors of our height-field contacts vs MuJoCo's over n states (``margin`` per
+    geom).
 
     Contact sets must agree in count; ``dist`` is held to max(1e-5, 10 ccd_tolerance size).
     ``face``: matched contacts whose pos differs by more than 1e-4 but lies on the same contact
     plane (same dist and normal: a flat patch of a prism face where EPA picks another point).
     """
-    mjm = hfield_model(g2)
+    mjm = hfield_model(g2, margin)
     if qposes is None:
         qposes = hfield_states(mjm, np.random.default_rng(seed), n)
     ours, theirs = tc.ours_and_theirs(mjm, qposes)
@@ -274,6 +275,24 @@ def test_hfield_acceptance():
         # written after every partner: a long run cut short keeps what it measured
         ACCEPTANCE_DIR.mkdir(exist_ok=True)
         HFIELD_FILE.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.acceptance
+def test_hfield_margin_acceptance():
+    """Nonzero margin (0.01 per geom): measured, not yet MuJoCo's rule. Where MuJoCo raises
+    the prisms' tops by the margin the converged query differs (raising them here, with the
+    distance to the raised prism and any of three hit thresholds, matched fewer contacts)."""
+    lines = ["height field as test_hfield_acceptance, margin 0.01 per geom (pair 0.02), 10",
+             "poses per partner: the converged GJK/EPA against the prisms as they are", ""]
+    for g2 in ("sphere", "box"):
+        w = hfield_sweep(g2, n=10, margin=0.01)
+        assert w["ncon"] > 100, w
+        lines.append(
+            f"{g2:10s} contacts {w['ncon']:4d}  count_off {w['count_off']:2d}  off {w['off']:3d}"
+            f"  face {w['face']:3d}  dist {w['dist']:.1e}  pos {w['pos']:.1e}  frame "
+            f"{w['frame']:.1e}")
+    ACCEPTANCE_DIR.mkdir(exist_ok=True)
+    (ACCEPTANCE_DIR / "collision_hfield_margin.txt").write_text("\n".join(lines) + "\n")
 
 
 @pytest.mark.acceptance  # ~85 s of compile for one pair type: kept out of the CI tier
