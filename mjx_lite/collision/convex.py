@@ -522,25 +522,43 @@ def signed_distances(type1: int, type2: int, geoms, active):
     meaningless contact) and running EPA only on those that penetrate, in compacted chunks
     (``compact_map``); the contacts are rebuilt on every lane, differentiably."""
     n = active.shape[0]
+    if n <= CHUNK:  # one chunk or less: nothing to gain from gathering
+        return jax.vmap(lambda *g: signed_distance(type1, type2, *g))(*geoms)
     fixed = jax.tree.map(jax.lax.stop_gradient, geoms)
     dt = geoms[0].dtype
-    if n <= CHUNK:
-        P, keys, mask, inside = jax.vmap(lambda *g: _search_gjk(type1, type2, g))(*fixed)
-        tri = jax.vmap(lambda g, P, k, m, s: _search_epa(type1, type2, g, P, k, m, s))(
-            fixed, P, keys, mask, ~inside)
-    else:
-        zkeys = lambda k: jax.tree.map(  # noqa: E731
-            lambda x: jp.zeros((n,) + x.shape, x.dtype), _key_zeros(k, dt))
-        mask0 = jp.zeros((n, 4), bool).at[:, 0].set(True)
-        P, keys, mask, inside = compact_map(
-            lambda skip, *g: _search_gjk(type1, type2, g, skip), active, fixed,
-            (jp.zeros((n, 4, 3), dt), zkeys(4), mask0, jp.zeros(n, bool)))
-        inside = inside & active
-        tri = compact_map(
-            lambda skip, g, P, k, m: _search_epa(type1, type2, g, P, k, m, skip), inside,
-            (fixed, P, keys, mask), zkeys(3), EPA_CHUNK)
+    zkeys = lambda k: jax.tree.map(  # noqa: E731
+        lambda x: jp.zeros((n,) + x.shape, x.dtype), _key_zeros(k, dt))
+    mask0 = jp.zeros((n, 4), bool).at[:, 0].set(True)
+    P, keys, mask, inside = compact_map(
+        lambda skip, *g: _search_gjk(type1, type2, g, skip), active, fixed,
+        (jp.zeros((n, 4, 3), dt), zkeys(4), mask0, jp.zeros(n, bool)))
+    inside = inside & active
+    tri = compact_map(
+        lambda skip, g, P, k, m: _search_epa(type1, type2, g, P, k, m, skip), inside,
+        (fixed, P, keys, mask), zkeys(3), EPA_CHUNK)
     return jax.vmap(lambda g, k, m, i, t: _contact(type1, type2, g, k, m, i, t))(
         geoms, keys, mask, inside, tri)
+
+
+def ccd_collider(type1: int, type2: int, after, ncon: int, prefix: str):
+    """A collider with the driver's signature (pos1, mat1, size1, pos2, mat2, size2, margin,
+    verts1, verts2, table1, table2) that runs ``signed_distance`` and then
+    ``after(dist, normal, pos, <the same arguments>)``. The driver runs the search group-wide
+    (``signed_distances``) and calls ``AFTER`` per pair."""
+
+    def collide(pos1, mat1, size1, pos2, mat2, size2, margin, verts1=None, verts2=None,
+                table1=None, table2=None):
+        sd = signed_distance(type1, type2, pos1, mat1, size1, verts1, pos2, mat2, size2,
+                             verts2)
+        return after(*sd, pos1, mat1, size1, pos2, mat2, size2, margin, verts1, verts2,
+                     table1, table2)
+
+    collide.NCON = ncon
+    collide.CCD = (type1, type2)
+    collide.AFTER = after
+    collide.MESH = (type1 == _G.MESH, type2 == _G.MESH)
+    collide.__name__ = f"{prefix}_{_G(type1).name.lower()}_{_G(type2).name.lower()}"
+    return collide
 
 
 def make_convex(type1: int, type2: int):
@@ -548,20 +566,9 @@ def make_convex(type1: int, type2: int):
     mesh vertices: (pos1, mat1, size1, pos2, mat2, size2, margin, verts1, verts2)."""
 
     def after(dist, normal, pos, pos1, mat1, size1, pos2, mat2, size2, margin, verts1=None,
-              verts2=None):
+              verts2=None, table1=None, table2=None):
         return (dist[None], pos[None], normal[None], jp.zeros((1, 3), pos.dtype),
                 (dist <= margin)[None])
 
-    def collide(pos1, mat1, size1, pos2, mat2, size2, margin, verts1=None, verts2=None):
-        dist, normal, pos = signed_distance(type1, type2, pos1, mat1, size1, verts1,
-                                            pos2, mat2, size2, verts2)
-        return after(dist, normal, pos, pos1, mat1, size1, pos2, mat2, size2, margin)
-
-    collide.NCON = 1
-    # the driver runs the search group-wide (signed_distances), then AFTER per pair
-    collide.CCD = (type1, type2)
-    collide.AFTER = after
-    collide.MESH = (type1 == _G.MESH, type2 == _G.MESH)
-    collide.__name__ = f"convex_{_G(type1).name.lower()}_{_G(type2).name.lower()}"
-    return collide
+    return ccd_collider(type1, type2, after, 1, "convex")
 

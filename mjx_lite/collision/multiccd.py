@@ -337,17 +337,6 @@ def make_multiccd(type1: int, type2: int):
                                             margin)
         return dist, pos, normal, jp.zeros_like(pos), valid
 
-    def collide(pos1, mat1, size1, pos2, mat2, size2, margin, verts1=None, verts2=None,
-                table1=None, table2=None):
-        dist, n, pos = convex.signed_distance(type1, type2, pos1, mat1, size1, verts1,
-                                              pos2, mat2, size2, verts2)
-        return after(dist, n, pos, pos1, mat1, size1, pos2, mat2, size2, margin, verts1,
-                     verts2, table1, table2)
-
-    collide.NCON = NCON
-    collide.CCD = (type1, type2)
-    collide.AFTER = after
-    collide.MESH = (type1 == _G.MESH, type2 == _G.MESH)
+    collide = convex.ccd_collider(type1, type2, after, NCON, "multiccd")
     collide.POLY = True
-    collide.__name__ = f"multiccd_{_G(type1).name.lower()}_{_G(type2).name.lower()}"
     return collide
