@@ -40,8 +40,9 @@ points beyond ``margin`` are dropped and at most 4 kept), and which 4 of more th
 points 4.0 keeps (here: the largest-area quadrilateral).
 
 Plane-mesh (``plane_mesh``) keeps up to four corners of the hull polygon at the deepest
-vertex, as measured on 4.0 (exact on triangulated hulls; on pentagon faces 4.0 sometimes
-keeps another subset, not established).
+vertex, as measured on 4.0: a polygon of more than four corners is pruned to four by greedy
+area growth from the deepest vertex (exact on triangulated hulls and on the dodecahedron's
+pentagons, where equal areas are decided by 4.0's float64 rounding).
 
 A height field (``hfield``) with a sphere, capsule, ellipsoid, cylinder, box or mesh is a
 union of triangular prisms: GJK/EPA against every prism of a static window of cells around
