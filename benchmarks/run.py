@@ -301,6 +301,9 @@ def main(argv=None) -> None:
     parser.add_argument("--no-mjx", action="store_true")
     parser.add_argument("--loop", default="early_exit", choices=["early_exit", "fixed"],
                         help="mjx_lite's solver loop (MJX always exits early)")
+    parser.add_argument("--suffix", default="",
+                        help="appended to the result file's name, so a run of other batch "
+                             "sizes does not overwrite an earlier table")
     parser.add_argument("--no-factor", action="store_true",
                         help="skip the tree-sparse vs dense factorization timings")
     args = parser.parse_args(argv)
@@ -390,7 +393,7 @@ def main(argv=None) -> None:
     out_dir = ROOT / "benchmarks" / "results"
     out_dir.mkdir(exist_ok=True)
     tag = "smooth" if disable & _FLAG_BITS["contact"] else "contact"
-    out = out_dir / f"{device.platform}_{'x64' if args.x64 else 'x32'}_{tag}.md"
+    out = out_dir / f"{device.platform}_{'x64' if args.x64 else 'x32'}_{tag}{args.suffix}.md"
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines[2:]))
     print(f"written to {out.relative_to(ROOT)}")

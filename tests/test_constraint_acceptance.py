@@ -34,11 +34,11 @@ import numpy as np
 import pytest
 
 from mjx_lite import constraint, interop, io, smooth, solver
-from mjx_lite.collision.driver import MAX_GEOM_PAIRS, missing_colliders
+from mjx_lite.collision.driver import missing_colliders
 from mjx_lite.forward import forward, inverse, step, xfrc_accumulate
 from mjx_lite.types import DisableBit, SolverType
 
-from conftest import GYM_ASSETS, MJX_TEST_DATA, MODELS_DIR, REPO_ROOT
+from conftest import GYM_ASSETS, MJX_TEST_DATA, MODELS_DIR, REPO_ROOT, without_pair_caps
 from parity import rel_error
 
 SOLVE_RTOL = 1e-5
@@ -290,18 +290,6 @@ def test_converged_solves(model_set):
     assert worst < SOLVE_RTOL and worst_pgs < PGS_RTOL
 
 
-def _without_pair_caps(mjm):
-    """The model with MJX's ``max_geom_pairs`` numerics lifted: MuJoCo C ignores them, and
-    where more pairs pass culling than the cap allows mjx_lite drops the farthest and counts
-    CONTACTFULL, so a comparison with MuJoCo must not cap (humanoid/02_humanoids, cap 8:
-    1.1 off at step 123 capped, within 1.1e-9 uncapped)."""
-    mjm = copy.copy(mjm)
-    for i in range(mjm.nnumeric):
-        if mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_NUMERIC, i).startswith(MAX_GEOM_PAIRS):
-            mjm.numeric_data[mjm.numeric_adr[i]] = 1e9
-    return mjm
-
-
 def _rollout_fn(m, nstep):
     def run(m, d, ctrls):
         def body(d, c):
@@ -323,7 +311,7 @@ def test_rollout_chaos_bound(model_set):
         if reason:
             lines.append(f"{name}: {reason}")
             continue
-        mjm = _without_pair_caps(mjm0)
+        mjm = without_pair_caps(mjm0)
         rng = np.random.default_rng(1)
         lo, hi = mjm.actuator_ctrlrange[:, 0], mjm.actuator_ctrlrange[:, 1]
         lim = mjm.actuator_ctrllimited.astype(bool)
@@ -386,7 +374,7 @@ def test_inverse_consistency(model_set):
                    ls_iterations=50)
         # islands as the model has them (on): each island converges to its own scale, where
         # one monolithic solve stops at 1.96e-8 on families_elliptic in MuJoCo and here
-        mjm, mjd = _mj_at(_without_pair_caps(mjm0), qpos, qvel, ctrl, opt, islands=True)
+        mjm, mjd = _mj_at(without_pair_caps(mjm0), qpos, qvel, ctrl, opt, islands=True)
         mjd.xfrc_applied[1:] = 0.1 * np.random.default_rng(2).standard_normal(
             (mjm.nbody - 1, 6))
         mujoco.mj_forward(mjm, mjd)
