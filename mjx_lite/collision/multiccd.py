@@ -1,22 +1,27 @@
 """MuJoCo 4.0's single-shot multi-contact for box-mesh and mesh-mesh pairs (``multiccd``).
 
-Measured against mujoco 4.0.0 (``tests/multiccd_reference.py``), not read from the public
-source: GJK/EPA (``convex``) gives the normal ``n`` (geom1 -> geom2) and the single contact;
-then each geom's hull polygon most aligned with ``n`` (geom1) or ``-n`` (geom2) is taken
-(box faces are analytic, mesh faces come from ``mesh_poly*``) and
+Measured against mujoco 4.0.0 (``tests/multiccd_reference.py``, ``tests/test_convex.py``), not
+read from its source. GJK/EPA (``convex``) gives the normal ``n`` (geom1 -> geom2) and the
+single contact; then:
 
-* both aligned (cosine >= ``FACE_COS``): geom2's face is clipped (Sutherland-Hodgman) by
-  the side planes of geom1's face; each point ``p`` gets its own depth: ``x1`` is ``p``
-  projected along geom1's face normal onto that face's plane, ``dist = (p - x1) . n``,
-  ``pos = x1 + n dist / 2``;
-* one aligned: the other geom's support edge (at its support vertex, the edge most
-  perpendicular to ``n``) must satisfy ``|u . n| < EDGE_SIN``; it is clipped by the aligned
-  face's side planes and projected onto its plane the same way;
-* otherwise the single EPA contact.
+* each geom's feature is its support set along ``n`` (geom1) or ``-n`` (geom2): a vertex, an
+  edge or a face (vertices within a rounding tolerance of the support value). Its candidate
+  faces are the polygons (box faces; a mesh's ``mesh_poly*``) holding the whole feature;
+* face-face: of the candidate pairs facing each other (``n1 . n2 < -FACE_TOL``), the most
+  opposed; geom2's face is clipped (Sutherland-Hodgman) by the side planes of geom1's face,
+  each point ``p`` is projected along ``n1`` onto geom1's face plane (``x1``), the frame normal
+  is ``-n2``, ``dist = (p - x1) . (-n2)``, ``pos = x1 - n2 dist / 2``;
+* else edge-face: an edge of geom1's feature (the feature itself, or at a vertex the edge to
+  the previous corner of each polygon holding it) lying in one of geom2's candidate faces
+  (``|u . n_face| < EDGE_TOL``; faces outer, edges inner, first found), else the same with the
+  geoms swapped; the edge is clipped by the face's side planes and projected along the face's
+  normal onto its plane, the frame normal is that face's normal pointing from geom1 to geom2;
+* otherwise, or when no point is left, the single EPA contact.
 
-Points with ``dist > margin`` are dropped; more than ``NCON`` points keep the largest-area
-quadrilateral (MuJoCo's rule for margin-free pairs). Shapes are static: a polygon is a padded
-corner array with a count, clipping runs over a fixed capacity with masks.
+The tolerances are those measured for cylinders (``cylinder.py``): 0.996 and 0.0888. Points
+with ``dist > margin`` are dropped; more than ``NCON`` points keep the largest-area
+quadrilateral. Shapes are static: candidate faces are the few polygons at one support vertex,
+a polygon is a padded corner array with a count, clipping runs over a fixed capacity.
 """
 
 from __future__ import annotations
@@ -25,13 +30,15 @@ import itertools
 
 import jax.numpy as jp
 import numpy as np
+from jax import lax
 
 from mjx_lite import math
 from mjx_lite.collision import convex
 from mjx_lite.types import GeomType
 
-FACE_COS = float(np.cos(np.deg2rad(5.0)))
-EDGE_SIN = float(np.sin(np.deg2rad(5.0)))
+# faces facing each other: n1 . n2 < -FACE_TOL; an edge in a face: |u . n| < EDGE_TOL
+FACE_TOL = 0.996
+EDGE_TOL = 0.0888
 NCON = 4
 MINVAL = math.MINVAL
 _G = GeomType
@@ -58,6 +65,9 @@ def _box_tables():
 
 
 BOX_FACE, BOX_NORMAL, BOX_NBR, BOX_SIGN = _box_tables()
+# the three faces at each corner, x then y then z (face 2k for +axis k, 2k + 1 for -axis k)
+BOX_VPOLY = np.array([[2 * k + (0 if i >> k & 1 else 1) for k in range(3)] for i in range(8)],
+                     np.int32)
 
 
 def mesh_tables(m, meshes: np.ndarray, nvert: int):
@@ -221,41 +231,96 @@ def _project(p, normal, origin):
 
 
 def _polytope(gtype, size, verts, table):
-    """(verts (V, 3), face (P, K), facenum (P,), normal (P, 3), nbr (V, D)) in the geom frame."""
+    """(verts (V, 3), valid (V,), face (P, K), facenum (P,), normal (P, 3), vpoly (V, Q)) in
+    the geom frame; padded mesh vertices (no polygon) are not valid."""
     if gtype == _G.BOX:
-        return (jp.asarray(BOX_SIGN, size.dtype) * size, jp.asarray(BOX_FACE),
-                jp.full(6, 4, jp.int32), jp.asarray(BOX_NORMAL, size.dtype), jp.asarray(BOX_NBR))
-    face, facenum, normal, nbr, _ = table
-    return verts, face, facenum, normal.astype(verts.dtype), nbr
+        return (jp.asarray(BOX_SIGN, size.dtype) * size, jp.ones(8, bool), jp.asarray(BOX_FACE),
+                jp.full(6, 4, jp.int32), jp.asarray(BOX_NORMAL, size.dtype),
+                jp.asarray(BOX_VPOLY))
+    face, facenum, normal, _, vpoly = table
+    valid = vpoly[:, 0] < face.shape[0]
+    return verts, valid, face, facenum, normal.astype(verts.dtype), vpoly
 
 
-def _support_edge(v, nbr, n, pos, mat):
-    """The edge at the support vertex of v (V, 3, geom frame; pose pos, mat) along world n
-    most perpendicular to n: its world ends and |cos| with n. The search runs in the geom
-    frame, where only the chosen vertices are moved to the world."""
-    top = jp.argmax(v @ (mat.T @ n))
-    ends = v[nbr[top]] @ mat.T + pos
-    vt = mat @ v[top] + pos
-    u = ends - vt
+def _feature(v, valid, direction, size):
+    """The support set of v (V, 3) along ``direction`` (geom frame): its first three vertices
+    by support value and how many of them share the maximum (1 vertex, 2 edge, 3 face)."""
+    s = lax.stop_gradient(jp.where(valid, v @ direction, -jp.inf))
+    top, ids = lax.top_k(s, 3)
+    tol = 0.1 * float(np.sqrt(np.finfo(v.dtype).eps)) * size
+    dim = 1 + jp.sum(top[1:] >= top[0] - tol)
+    return ids, dim
+
+
+def _candidates(face, facenum, vpoly, ids, dim):
+    """The polygons holding the feature: (polygon ids (Q,), mask (Q,)), in the order of the
+    first vertex's polygons."""
+    poly = vpoly[ids[0]]
+    real = poly < face.shape[0]
+    poly = jp.where(real, poly, 0)
+    corners = face[poly]
+    k = jp.arange(face.shape[1])[None]
+    holds = (corners == ids[1][None, None]) & (k < facenum[poly][:, None])
+    has1 = jp.any(holds, 1)
+    has2 = jp.any((corners == ids[2][None, None]) & (k < facenum[poly][:, None]), 1)
+    return poly, real & ((dim < 2) | has1) & ((dim < 3) | has2)
+
+
+def _edges(face, facenum, poly, mask, ids, dim):
+    """The feature's edges as (start, end) vertex ids (Q,) and a mask: an edge feature itself
+    (slot 0), or at a vertex the edge to the previous corner of each polygon holding it."""
+    corners = face[poly]
+    cnt = facenum[poly]
+    at = jp.argmax(corners == ids[0], axis=1)
+    prev = corners[jp.arange(poly.shape[0]), jp.where(at == 0, cnt - 1, at - 1)]
+    slot0 = jp.arange(poly.shape[0]) == 0
+    start = jp.full(poly.shape, ids[0])
+    end = jp.where(dim == 2, jp.where(slot0, ids[1], ids[0]), prev)
+    ok = jp.where(dim == 2, slot0, mask & (cnt > 0)) & (dim < 3)
+    return start, end, ok
+
+
+def _edge_in_face(v_e, e_start, e_end, e_ok, mat_e, n_f, f_ok):
+    """First (face, edge) with the edge lying in the face (faces outer, edges inner): (found,
+    face slot, edge slot). n_f: world face normals (Qf, 3)."""
+    u = (v_e[e_end] - v_e[e_start]) @ mat_e.T
     ln = math.safe_norm(u, axis=-1)
-    ok = ln > MINVAL
-    s = jp.where(ok, jp.abs(u @ n) / jp.where(ok, ln, 1.0), 2.0)
-    k = jp.argmin(s)
-    return vt, ends[k], s[k]
+    u = u / jp.where(ln > MINVAL, ln, 1.0)[:, None]
+    lies = (jp.abs(n_f @ u.T) < EDGE_TOL) & f_ok[:, None] & (e_ok & (ln > MINVAL))[None]
+    flat = jp.argmax(lies.reshape(-1))
+    return jp.any(lies), flat // lies.shape[1], flat % lies.shape[1]
 
 
 def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2, mat2, size2,
              verts2, table2, margin):
     """The multi-contact rule of a box/mesh pair given the GJK/EPA result (dist, unit normal
     n, pos): (dist (NCON,), pos (NCON, 3), normal (NCON, 3), valid (NCON,))."""
-    # in each geom's frame (polygon normals and vertices stay put; the contact direction
-    # turns), so that only the chosen face and edge move to the world
-    v1, face1, fnum1, nrm1, nbr1 = _polytope(type1, size1, verts1, table1)
-    v2, face2, fnum2, nrm2, nbr2 = _polytope(type2, size2, verts2, table2)
-    c1 = jp.where(fnum1 > 0, nrm1 @ (mat1.T @ n), -2.0)
-    c2 = jp.where(fnum2 > 0, -(nrm2 @ (mat2.T @ n)), -2.0)
-    i1, i2 = jp.argmax(c1), jp.argmax(c2)
-    al1, al2 = c1[i1] >= FACE_COS, c2[i2] >= FACE_COS
+    v1, ok1, face1, fnum1, nrm1, vpoly1 = _polytope(type1, size1, verts1, table1)
+    v2, ok2, face2, fnum2, nrm2, vpoly2 = _polytope(type2, size2, verts2, table2)
+    scale = lax.stop_gradient(jp.maximum(jp.max(jp.abs(v1)), jp.max(jp.abs(v2))))
+    ids1, dim1 = _feature(v1, ok1, mat1.T @ n, scale)
+    ids2, dim2 = _feature(v2, ok2, -(mat2.T @ n), scale)
+    poly1, cand1 = _candidates(face1, fnum1, vpoly1, ids1, dim1)
+    poly2, cand2 = _candidates(face2, fnum2, vpoly2, ids2, dim2)
+    wn1 = nrm1[poly1] @ mat1.T
+    wn2 = nrm2[poly2] @ mat2.T
+
+    # face-face: the most opposed candidate pair
+    opp = lax.stop_gradient(wn1 @ wn2.T)
+    pair_ok = cand1[:, None] & cand2[None, :] & (opp < -FACE_TOL)
+    flat = jp.argmin(jp.where(pair_ok, opp, jp.inf).reshape(-1))
+    i1, i2 = poly1[flat // opp.shape[1]], poly2[flat % opp.shape[1]]
+    face_face = jp.any(pair_ok)
+
+    # edge-face: geom1's edge in geom2's face, else geom2's edge in geom1's face
+    s1, e1, eok1 = _edges(face1, fnum1, poly1, cand1, ids1, dim1)
+    s2, e2, eok2 = _edges(face2, fnum2, poly2, cand2, ids2, dim2)
+    found12, f12, k12 = _edge_in_face(v1, s1, e1, eok1, mat1, lax.stop_gradient(wn2), cand2)
+    found21, f21, k21 = _edge_in_face(v2, s2, e2, eok2, mat2, lax.stop_gradient(wn1), cand1)
+    edge_face = ~face_face & (found12 | found21)
+    on2 = found12  # the face is geom2's (geom1's edge lies in it)
+    i1 = jp.where(face_face, i1, poly1[f21])
+    i2 = jp.where(face_face, i2, poly2[f12])
     F1, k1, n1 = v1[face1[i1]] @ mat1.T + pos1, fnum1[i1], mat1 @ nrm1[i1]
     F2, k2, n2 = v2[face2[i2]] @ mat2.T + pos2, fnum2[i2], mat2 @ nrm2[i2]
 
@@ -265,27 +330,21 @@ def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2
     ff_x1, ff_x2 = _project(pts, n1, F1[0]), pts
     ff_mask = jp.arange(cap) < cnt
 
-    # edge-face: the other geom's support edge clipped by the aligned face
-    a1, b1, s1 = _support_edge(v1, nbr1, n, pos1, mat1)
-    a2, b2, s2 = _support_edge(v2, nbr2, -n, pos2, mat2)
-    ea = jp.where(al2, a1, a2)
-    eb = jp.where(al2, b1, b2)
-    steep = jp.where(al2, s1, s2)
-    Ff = jp.where(al2, _pad(F2, F1.shape[0]), _pad(F1, F2.shape[0]))
-    kf = jp.where(al2, k2, k1)
-    nf = jp.where(al2, n2, n1)
+    # edge-face: the edge clipped by the face
+    ea = jp.where(on2, mat1 @ v1[s1[k12]] + pos1, mat2 @ v2[s2[k21]] + pos2)
+    eb = jp.where(on2, mat1 @ v1[e1[k12]] + pos1, mat2 @ v2[e2[k21]] + pos2)
+    Ff = jp.where(on2, _pad(F2, F1.shape[0]), _pad(F1, F2.shape[0]))
+    kf = jp.where(on2, k2, k1)
+    nf = jp.where(on2, n2, n1)
     # MuJoCo clips the edge as a closed two-corner polygon: an end cut by a side plane
     # comes out twice, so a lone cut end left under the margin gives two equal contacts
     # (measured in models/collision_scene.xml's settled pile, box 2 on mesh 27)
     seg, lo, hi, empty = clip_interval(Ff, kf, nf, ea, eb)
     mult = jp.where(empty, 0, 1 + jp.stack([lo > 0, hi < 1]).astype(jp.int32))
     proj = _project(seg, nf, Ff[0])
-    ef_x1 = jp.where(al2, seg, proj)
-    ef_x2 = jp.where(al2, proj, seg)
-    # an edge-face contact's depth and frame are along the face's normal (from geom1 to
-    # geom2), not EPA's: they differ where the edge is tilted in the face (measured there,
-    # 0.003 rad)
-    ef_n = jp.where(al2, -n2, n1)
+    ef_x1 = jp.where(on2, seg, proj)
+    ef_x2 = jp.where(on2, proj, seg)
+    ef_n = jp.where(on2, -n2, n1)
     mult = jp.where(jp.sum((ef_x2 - ef_x1) * ef_n, -1) <= margin, mult, 0)
     total = jp.sum(mult)
     lone = jp.argmax(mult)
@@ -295,19 +354,17 @@ def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2
     ef_x1, ef_x2 = ef_x1[sel], ef_x2[sel]
     ef_mask = jp.arange(2) < jp.minimum(total, 2)
 
-    face_face = al1 & al2
-    edge_face = (al1 ^ al2) & (steep < EDGE_SIN)
     x1 = jp.where(face_face, ff_x1, _pad(ef_x1, cap))
     x2 = jp.where(face_face, ff_x2, _pad(ef_x2, cap))
     mask = jp.where(face_face, ff_mask, _pad(ef_mask, cap, False))
-    mn = jp.where(face_face, n, ef_n)
+    mn = jp.where(face_face, -n2, ef_n)
     d = jp.sum((x2 - x1) * mn, -1)
     mask = mask & (d <= margin)
     q1, q2, qmask = _keep4(x1, x2, mask)
     qd = jp.sum((q2 - q1) * mn, -1)
     qpos = q1 + qd[:, None] * mn / 2
 
-    multi = face_face | edge_face
+    multi = (face_face | edge_face) & jp.any(qmask)
     single = jp.arange(NCON) == 0
     out_dist = jp.where(multi, qd, jp.where(single, dist, 0.0))
     out_pos = jp.where(multi, qpos, jp.where(single[:, None], pos, 0.0))
