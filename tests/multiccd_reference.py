@@ -1,74 +1,92 @@
 """A numpy model of MuJoCo 4.0's multi-contact for box/mesh pairs, measured, not read.
 
-MuJoCo 4.0.0's single-shot multi-contact (``multiccd``, on by default) is *not* the
-algorithm of the public ``engine_collision_gjk.c`` we could read (that one gives every
-contact the EPA depth and requires faces aligned within 1.6e-3 rad). Measured against
-mujoco==4.0.0 on random near-contact states (``tests/test_convex.py``), its contacts for
-box-mesh and mesh-mesh pairs are reproduced to 1e-9 by this model, given the EPA normal:
+MuJoCo 4.0.0's single-shot multi-contact (``multiccd``, on by default), measured against
+mujoco==4.0.0 on random near-contact states (``tests/test_convex.py``), given the EPA result
+(the single contact MuJoCo returns with multiccd disabled: ``epa_single``):
 
-1. ``n`` is the EPA normal (geom1 -> geom2). Each geom's candidate face is its hull
-   polygon (a box face; a mesh's ``mesh_poly*`` polygon) whose outward normal is most
-   aligned with ``n`` (geom1) or ``-n`` (geom2); "aligned" means cosine >= cos(5 deg)
-   (``FACE_COS``; bracketed by measurement between 0.9896 and 0.9968).
-2. Face-face (both aligned): geom2's face is clipped (Sutherland-Hodgman) by the side
-   planes of geom1's face (planes through its edges, containing its normal ``n1``). For
-   each clipped point ``p`` (on geom2's face): ``x1`` is ``p`` projected along ``n1`` onto
-   geom1's face plane, ``dist = (p - x1) . n`` (a depth per point, not the EPA depth),
-   ``pos = x1 + n dist / 2``, frame normal ``n`` for every point.
-3. Edge-face (one geom aligned): the other geom's support edge (among the edges at its
-   support vertex along the normal, the one most perpendicular to ``n``) must satisfy
-   ``|u . n| < sin(5 deg)`` (``EDGE_SIN``); it is clipped by the side planes of the aligned
-   face, each point projected along that face's normal onto its plane as in 2.
-4. Otherwise (vertex contacts, or an edge too steep): the single EPA contact.
-5. Points with ``dist > margin`` are dropped (margin 0). With a nonzero margin the same
-   dist and pos formulas hold (matched to 1e-6 on box-pebble and box-rock at margins 0.02
-   and 0.05), but MuJoCo keeps points beyond the margin (dist up to 0.0399 at margin 0.02,
-   0.0954 at 0.05): consistent with no filter or with ``dist <= 2 margin``; not established.
+1. Each geom's feature is its support set along the EPA normal ``n`` (geom1) or ``-n``
+   (geom2): the vertices within rounding (``SUPPORT_TOL`` times the geoms' size) of the
+   maximum, a vertex, an edge or a face. Its candidate faces are the hull polygons (a box
+   face; a mesh's ``mesh_poly*`` polygon) holding the whole feature, in the order of the
+   first vertex's polygons.
+2. Face-face: of the candidate pairs with ``n1 . n2 < -FACE_TOL`` the most opposed. Geom2's
+   face is clipped (Sutherland-Hodgman) by the side planes of geom1's face; each clipped point
+   ``p`` is projected along ``n1`` onto geom1's face plane (``x1``); the frame normal is
+   ``-n2``, ``dist = (p - x1) . (-n2)``, ``pos = x1 - n2 dist / 2``.
+3. Else edge-face: geom1's feature edges (an edge feature; at a vertex, the edge to the
+   previous corner of each polygon holding it) against geom2's candidate faces, faces outer
+   and edges inner, the first with ``|u . n_face| < EDGE_TOL``; else geom2's edges against
+   geom1's faces. The edge is clipped by the face's side planes and projected along the
+   face's normal onto its plane; the frame normal is the face's normal from geom1 to geom2.
+4. Otherwise, or when no point has ``dist <= margin``: the single EPA contact.
 
-Not covered: more than 4 clipped points (MuJoCo keeps 4; which 4 is not established), a
-few mesh-mesh edge cases (rock-pebble: 3 of 15 states differ by up to 5e-3 in pos) and the
-margin filter. Cylinders and capsules: the second part of this file.
+FACE_TOL and EDGE_TOL are the cylinder tolerances bisected below (0.996, 0.0888): a grid over
+both on 1,200 states was best there (7 of 1,200 states with another count at 0.996/0.0888,
+13 or more elsewhere; the earlier 5-degree rule on the EPA normal, 16). The mujoco-mjx
+convex.xml's dodecahedron-pyramid edge-edge state (an edge 5.2 degrees from the face
+normal, in the face) is what first showed that 4.0 does not compare faces with the normal.
+
+Not covered: more than 4 clipped points (MuJoCo keeps 4: the JAX rule's largest-area
+quadrilateral), and nonzero margins. Cylinders and capsules: the second part of this file.
 """
 
 from __future__ import annotations
 
+import copy
+
 import mujoco
 import numpy as np
 
-FACE_COS = np.cos(np.deg2rad(5.0))
-EDGE_SIN = np.sin(np.deg2rad(5.0))
-# box faces as (axis, sign); corners listed counter-clockwise seen from outside
-_BOX_FACES = [(0, 1), (0, -1), (1, 1), (1, -1), (2, 1), (2, -1)]
+FACE_TOL = 0.996
+EDGE_TOL = 0.0888
+SUPPORT_TOL = 1e-9
 
 
-def polygons(mjm: mujoco.MjModel, d: mujoco.MjData, g: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """World (normal (3,), corners (k, 3)) of each hull polygon of box or mesh geom g."""
+def epa_single(mjm: mujoco.MjModel, qpos: np.ndarray):
+    """MuJoCo's single GJK/EPA contact of geoms 0 and 1 (multiccd disabled): (dist, normal,
+    pos), or None without contact."""
+    single = copy.copy(mjm)
+    single.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_MULTICCD
+    d = mujoco.MjData(single)
+    d.qpos[:] = qpos
+    mujoco.mj_forward(single, d)
+    if not d.ncon:
+        return None
+    c = d.contact[0]
+    return float(c.dist), c.frame[:3].copy(), c.pos.copy()
+
+
+def hull(mjm: mujoco.MjModel, d: mujoco.MjData, g: int):
+    """Box or mesh geom g: world vertices (V, 3), polygons (vertex-id lists, counter-clockwise
+    seen from outside), world unit normals (P, 3)."""
     rot = d.geom_xmat[g].reshape(3, 3)
     pos = d.geom_xpos[g]
-    out = []
     if mjm.geom_type[g] == mujoco.mjtGeom.mjGEOM_BOX:
         size = mjm.geom_size[g]
-        for ax, sgn in _BOX_FACES:
-            normal = np.zeros(3)
-            normal[ax] = sgn
-            u, v = (ax + 1) % 3, (ax + 2) % 3
-            corners = []
-            for a, b in [(1, 1), (-1, 1), (-1, -1), (1, -1)]:
-                c = np.zeros(3)
-                c[ax], c[u], c[v] = sgn * size[ax], a * size[u], b * size[v]
-                corners.append(c)
-            corners = np.array(corners[::sgn])
-            out.append((rot @ normal, corners @ rot.T + pos))
-        return out
+        v = np.array([[size[k] * (1 if i >> k & 1 else -1) for k in range(3)] for i in range(8)])
+        polys, normals = [], []
+        for ax in range(3):
+            for sgn in (1, -1):
+                ids = [i for i in range(8) if (v[i, ax] > 0) == (sgn > 0)]
+                normal = np.zeros(3)
+                normal[ax] = sgn
+                u = np.zeros(3)
+                u[(ax + 1) % 3] = 1
+                w = np.cross(normal, u)
+                c = v[ids].mean(0)
+                ids.sort(key=lambda i: np.arctan2((v[i] - c) @ w, (v[i] - c) @ u))
+                polys.append(ids)
+                normals.append(normal)
+        return v @ rot.T + pos, polys, np.array(normals) @ rot.T
     i = mjm.geom_dataid[g]
-    vert = mjm.mesh_vert[mjm.mesh_vertadr[i]:mjm.mesh_vertadr[i] + mjm.mesh_vertnum[i]]
-    vert = vert.astype(float)
+    v = mjm.mesh_vert[mjm.mesh_vertadr[i]:mjm.mesh_vertadr[i] + mjm.mesh_vertnum[i]]
     adr = mjm.mesh_polyadr[i]
+    polys = []
     for f in range(mjm.mesh_polynum[i]):
         a, k = mjm.mesh_polyvertadr[adr + f], mjm.mesh_polyvertnum[adr + f]
-        idx = mjm.mesh_polyvert[a:a + k]
-        out.append((rot @ mjm.mesh_polynormal[adr + f], vert[idx] @ rot.T + pos))
-    return out
+        polys.append([int(x) for x in mjm.mesh_polyvert[a:a + k]])
+    normals = mjm.mesh_polynormal[adr:adr + len(polys)] @ rot.T
+    return v.astype(float) @ rot.T + pos, polys, normals
 
 
 def clip(normal: np.ndarray, face: np.ndarray, subject: np.ndarray) -> np.ndarray:
@@ -99,53 +117,68 @@ def clip(normal: np.ndarray, face: np.ndarray, subject: np.ndarray) -> np.ndarra
     return np.array(pts).reshape(-1, 3)
 
 
-def _support_edge(polys, n):
-    """(|u.n|, a, b): the edge at the support vertex along n most perpendicular to n."""
-    allv = np.concatenate([f for _, f in polys])
-    top = allv[np.argmax(allv @ n)]
-    best = None
-    for _, f in polys:
-        for e in range(len(f)):
-            a, b = f[e], f[(e + 1) % len(f)]
-            if min(np.linalg.norm(a - top), np.linalg.norm(b - top)) > 1e-9:
-                continue
-            s = abs(np.dot((b - a) / np.linalg.norm(b - a), n))
-            if best is None or s < best[0]:
-                best = (s, a, b)
-    return best
-
-
 def _project(points, normal, face):
     """points projected along ``normal`` onto the plane of ``face``."""
     return points - np.outer((points - face[0]) @ normal, normal)
 
 
+def _feature(w, direction, size):
+    s = w @ direction
+    return [int(i) for i in np.where(s >= s.max() - SUPPORT_TOL * size)[0]]
+
+
+def _feature_faces(polys, feature):
+    first = [f for f, ids in enumerate(polys) if feature[0] in ids]
+    return [f for f in first if all(v in polys[f] for v in feature)]
+
+
+def _feature_edges(polys, feature):
+    if len(feature) == 2:
+        return [tuple(feature)]
+    if len(feature) == 1:
+        v = feature[0]
+        return [(v, ids[ids.index(v) - 1]) for ids in polys if v in ids]
+    return []
+
+
 def multicontact(mjm, d, n: np.ndarray, margin: float = 0.0):
-    """Contacts (dist, pos) of box/mesh geoms 0 and 1 for EPA normal n, or None where
+    """Contacts (dist, pos) of box/mesh geoms 0 and 1 for the EPA normal n, or None where
     MuJoCo keeps its single EPA contact."""
-    p1, p2 = polygons(mjm, d, 0), polygons(mjm, d, 1)
-    n1, f1 = max(p1, key=lambda f: f[0] @ n)
-    n2, f2 = max(p2, key=lambda f: -(f[0] @ n))
-    face1, face2 = n1 @ n >= FACE_COS, -(n2 @ n) >= FACE_COS
-    if face1 and face2:
-        pts = clip(n1, f1, f2)
-        x1 = _project(pts, n1, f1)
-        x2 = pts
-    elif face2 or face1:
-        steep, a, b = _support_edge(p1, n) if face2 else _support_edge(p2, -n)
-        if steep >= EDGE_SIN:
-            return None
-        nf, ff = (n2, f2) if face2 else (n1, f1)
-        pts = clip(nf, ff, np.array([a, b]))
-        pts = pts[[all(np.linalg.norm(p - q) > 1e-12 for q in pts[:i]) for i, p in
-                   enumerate(pts)]] if len(pts) else pts
-        proj = _project(pts, nf, ff)
-        x1, x2 = (pts, proj) if face2 else (proj, pts)
+    w1, p1, n1 = hull(mjm, d, 0)
+    w2, p2, n2 = hull(mjm, d, 1)
+    size = float(max(mjm.geom_rbound[:2]))
+    f1, f2 = _feature(w1, n, size), _feature(w2, -n, size)
+    c1, c2 = _feature_faces(p1, f1), _feature_faces(p2, f2)
+    pairs = [(i, j) for i in c1 for j in c2 if n1[i] @ n2[j] < -FACE_TOL]
+    if pairs:
+        i, j = min(pairs, key=lambda ij: n1[ij[0]] @ n2[ij[1]])
+        face1 = w1[p1[i]]
+        x2 = clip(n1[i], face1, w2[p2[j]])
+        x1 = _project(x2, n1[i], face1)
+        frame = -n2[j]
     else:
-        return None
-    dist = (x2 - x1) @ n
-    keep = dist <= margin
-    return [(float(s), x + n * s / 2) for s, x, k in zip(dist, x1, keep) if k]
+        hit = None
+        for first, (w_e, p_e, f_e), (w_f, p_f, n_f, c_f) in (
+                (True, (w1, p1, f1), (w2, p2, n2, c2)), (False, (w2, p2, f2), (w1, p1, n1, c1))):
+            for j in c_f:
+                for a, b in _feature_edges(p_e, f_e):
+                    u = (w_e[b] - w_e[a]) / np.linalg.norm(w_e[b] - w_e[a])
+                    if abs(u @ n_f[j]) < EDGE_TOL:
+                        hit = (first, w_e[a], w_e[b], w_f[p_f[j]], n_f[j])
+                        break
+                if hit:
+                    break
+            if hit:
+                break
+        if hit is None:
+            return None
+        first, a, b, face, nf = hit
+        seg = clip(nf, face, np.array([a, b]))
+        proj = _project(seg, nf, face)
+        x1, x2, frame = (seg, proj, -nf) if first else (proj, seg, nf)
+    dist = (x2 - x1) @ frame
+    out = [(float(s), x + frame * s / 2) for s, x in zip(dist, x1) if s <= margin]
+    return out or None
 
 
 # ----------------------------------------------------------------------------------------
