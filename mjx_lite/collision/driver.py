@@ -33,8 +33,9 @@ ellipsoid with capsule, ellipsoid, cylinder, box or mesh; with ``multiccd`` disa
 capsule-cylinder, capsule-mesh, cylinder-cylinder, cylinder-box, cylinder-mesh, box-mesh and
 mesh-mesh. Box-mesh and mesh-mesh under MuJoCo 4.0's default multi-contact go to
 ``multiccd``: GJK/EPA's normal, then 4.0's rule as measured in ``tests/multiccd_reference.py``
-(the public engine_collision_gjk.c differs: measured, each point carries its own depth and
-faces count as aligned within about 5 degrees), with the hull polygons of ``mesh_poly*``.
+(faces and edges taken from each geom's support feature along the normal, faces opposed
+within 0.996, an edge in a face within 0.0888, each point with its own depth), with the hull
+polygons of ``mesh_poly*``.
 Not done there: a nonzero margin (4.0 keeps points beyond it; which is not established, so
 points beyond ``margin`` are dropped and at most 4 kept), and which 4 of more than 4 clipped
 points 4.0 keeps (here: the largest-area quadrilateral).
