@@ -281,7 +281,7 @@ MULTI_PAIRS = {"box_pebble": ("box", "pebble"), "box_dodecahedron": ("box", "dod
 MULTI_FILE = ACCEPTANCE_FILE.with_name("collision_multiccd.txt")
 
 
-def _rule_on_mujoco_normal(mjm, qposes):
+def _rule_on_mujoco_normal(mjm, qposes, margin: float = 0.0):
     """Our multi-contact rule (multiccd.manifold) fed with MuJoCo's own GJK/EPA result (its
     single contact with multiccd disabled), per state: [(dist, pos)] of the valid contacts,
     MuJoCo's EPA normal (None without contact) and ours. One jit for all states."""
@@ -317,7 +317,7 @@ def _rule_on_mujoco_normal(mjm, qposes):
                                      xpos[1], xmat[1], size[1], verts[1])
         return multiccd.manifold(types[0], types[1], dist, n, pos, xpos[0], xmat[0], size[0],
                                  verts[0], tables[0], xpos[1], xmat[1], size[1], verts[1],
-                                 tables[1], 0.0), epa[1]
+                                 tables[1], margin), epa[1]
 
     out, epa_n = jax.jit(jax.vmap(one))(xpos, xmat, dist, n, pos)
     od, op, _, ov = (np.asarray(x) for x in out)
@@ -325,8 +325,8 @@ def _rule_on_mujoco_normal(mjm, qposes):
             for k in range(len(qposes))], mj_normal, np.asarray(epa_n)
 
 
-def multi_sweep(name: str, n: int, seed: int = 1) -> dict:
-    """Our multi-contact vs MuJoCo's over n near-contact states (margin 0).
+def multi_sweep(name: str, n: int, seed: int = 1, margin: float = 0.0) -> dict:
+    """Our multi-contact vs MuJoCo's over n near-contact states (``margin`` per geom).
 
     ``rule``: worst error of our rule fed with MuJoCo's own GJK/EPA result (the port of the
     measured rule, isolated from GJK/EPA); ``rule_off`` counts states where it is off by more
@@ -342,10 +342,10 @@ def multi_sweep(name: str, n: int, seed: int = 1) -> dict:
     import multiccd_reference as ref
 
     g1, g2 = MULTI_PAIRS[name]
-    mjm = pair_model(g1, g2, margin=0.0)
+    mjm = pair_model(g1, g2, margin=margin)
     qposes = tc.random_states(mjm, np.random.default_rng(seed), n)
     ours, theirs = tc.ours_and_theirs(mjm, qposes)
-    given, mj_normal, epa_normal = _rule_on_mujoco_normal(mjm, qposes)
+    given, mj_normal, epa_normal = _rule_on_mujoco_normal(mjm, qposes, 2 * margin)
     size = float(np.max(mjm.geom_rbound[:2]))
     tol = {"dist": max(1e-5, 10 * mjm.opt.ccd_tolerance * size), "pos": 1e-4, "frame": 1e-4}
     worst = {"dist": 0.0, "pos": 0.0, "frame": 0.0, "rule": 0.0, "ncon": 0, "multi": 0,
@@ -362,7 +362,7 @@ def multi_sweep(name: str, n: int, seed: int = 1) -> dict:
             d = mujoco.MjData(mjm)
             d.qpos[:] = qposes[k]
             mujoco.mj_forward(mjm, d)
-            got = ref.multicontact(mjm, d, mj_normal[k])
+            got = ref.multicontact(mjm, d, mj_normal[k], 2 * margin)
             assert (1 if got is None else len(got)) == len(gv), (name, k, len(gv), len(t))
             worst["rule_off"] += 1
             worst["rule_off_count"] += 1
@@ -386,6 +386,39 @@ def multi_sweep(name: str, n: int, seed: int = 1) -> dict:
         assert gap(mj_normal[k]) <= gap(epa_normal[k]) + 1e-9, (name, k, normal)
         worst["epa"] += 1
         worst["epa_count"] += len(o) != len(t)
+    return worst
+
+
+def margin_sweep(name: str, n: int, margin: float, seed: int = 1) -> dict:
+    """Our multi-contact vs MuJoCo's with a nonzero margin, the whole pipeline only: with a
+    margin MuJoCo's multi-contact runs on another GJK/EPA result than its single contact with
+    multiccd disabled, so the rule cannot be fed MuJoCo's own."""
+    g1, g2 = MULTI_PAIRS[name]
+    mjm = pair_model(g1, g2, margin=margin)
+    qposes = tc.random_states(mjm, np.random.default_rng(seed), n)
+    ours, theirs = tc.ours_and_theirs(mjm, qposes)
+    tol = {"dist": 1e-5, "pos": 1e-4}
+    worst = {"dist": 0.0, "pos": 0.0, "frame": 0.0, "ncon": 0, "multi": 0, "off": 0,
+             "off_count": 0}
+    for o, t in zip(ours, theirs):
+        worst["ncon"] += len(t)
+        worst["multi"] += len(t) > 1
+        if len(o) != len(t):
+            worst["off"] += 1
+            worst["off_count"] += 1
+            continue
+        if not t:
+            continue
+        try:
+            w = tc.compare(o, t)
+        except AssertionError:
+            worst["off"] += 1
+            continue
+        if w["dist"] > tol["dist"] or w["pos"] > tol["pos"]:
+            worst["off"] += 1
+            continue
+        for f in ("dist", "pos", "frame"):
+            worst[f] = max(worst[f], w[f])
     return worst
 
 
@@ -419,6 +452,14 @@ def test_multiccd_acceptance():
             f"rule_off {w['rule_off']} ({w['rule_off_err']:.1e}, count {w['rule_off_count']})  "
             f"dist {w['dist']:.1e}  pos {w['pos']:.1e}  frame {w['frame']:.1e}  "
             f"epa {w['epa']:2d} (epa_count {w['epa_count']})")
+    lines += ["", "with margin 0.01 per geom (pair margin 0.02), 100 states per pair, whole",
+              "pipeline (test_convex.margin_sweep): off: states with another count or beyond",
+              "the convex tolerance (dist 1e-5, pos 1e-4); worst errors over the others", ""]
+    for name in MULTI_PAIRS:
+        w = margin_sweep(name, n=100, margin=0.01)
+        lines.append(f"{name:18s} contacts {w['ncon']:3d}  multi {w['multi']:2d}  "
+                     f"dist {w['dist']:.1e}  pos {w['pos']:.1e}  frame {w['frame']:.1e}  "
+                     f"off {w['off']} (count {w['off_count']})")
     MULTI_FILE.parent.mkdir(exist_ok=True)
     # the file's other sections (test_cylinder_multiccd.py's) stay
     old = MULTI_FILE.read_text() if MULTI_FILE.exists() else ""
