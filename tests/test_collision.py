@@ -102,6 +102,31 @@ def random_states(mjm: mujoco.MjModel, rng: np.random.Generator, n: int, special
     return out
 
 
+def sweep_sets(ours, theirs, ok, fields=("dist", "pos", "frame", "params")) -> dict:
+    """Worst errors over the states whose contact sets match MuJoCo's and pass ``ok`` (given
+    that state's ``compare`` errors); ``off`` counts the others (``off_count``: another
+    count), ``ncon`` MuJoCo's contacts and ``multi`` its states with more than one."""
+    worst = {f: 0.0 for f in fields} | {"ncon": 0, "multi": 0, "off": 0, "off_count": 0}
+    for o, t in zip(ours, theirs):
+        worst["ncon"] += len(t)
+        worst["multi"] += len(t) > 1
+        if len(o) != len(t):
+            worst["off"] += 1
+            worst["off_count"] += 1
+            continue
+        try:
+            w = compare(o, t)
+        except AssertionError:
+            worst["off"] += 1
+            continue
+        if not ok(w):
+            worst["off"] += 1
+            continue
+        for f in fields:
+            worst[f] = max(worst[f], w[f])
+    return worst
+
+
 def ours_and_theirs(mjm, qposes):
     """Our contacts (batched collision on MuJoCo's kinematics) and MuJoCo's, per state."""
     m = interop.model_from_mujoco(mjm)

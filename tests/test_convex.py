@@ -397,29 +397,8 @@ def margin_sweep(name: str, n: int, margin: float, seed: int = 1) -> dict:
     mjm = pair_model(g1, g2, margin=margin)
     qposes = tc.random_states(mjm, np.random.default_rng(seed), n)
     ours, theirs = tc.ours_and_theirs(mjm, qposes)
-    tol = {"dist": 1e-5, "pos": 1e-4}
-    worst = {"dist": 0.0, "pos": 0.0, "frame": 0.0, "ncon": 0, "multi": 0, "off": 0,
-             "off_count": 0}
-    for o, t in zip(ours, theirs):
-        worst["ncon"] += len(t)
-        worst["multi"] += len(t) > 1
-        if len(o) != len(t):
-            worst["off"] += 1
-            worst["off_count"] += 1
-            continue
-        if not t:
-            continue
-        try:
-            w = tc.compare(o, t)
-        except AssertionError:
-            worst["off"] += 1
-            continue
-        if w["dist"] > tol["dist"] or w["pos"] > tol["pos"]:
-            worst["off"] += 1
-            continue
-        for f in ("dist", "pos", "frame"):
-            worst[f] = max(worst[f], w[f])
-    return worst
+    return tc.sweep_sets(ours, theirs, lambda w: w["dist"] <= 1e-5 and w["pos"] <= 1e-4,
+                         ("dist", "pos", "frame"))
 
 
 @pytest.mark.acceptance  # CI time: test_multiccd_reference_matches_mujoco covers multiccd

@@ -30,22 +30,8 @@ def plane_mesh_sweep(mesh: str, n: int, margin: float = 0.01, seed: int = 1) -> 
     mjm = tcv.pair_model("plane", mesh, margin=margin)
     qposes = tc.random_states(mjm, np.random.default_rng(seed), n)
     ours, theirs = tc.ours_and_theirs(mjm, qposes)
-    worst = {"dist": 0.0, "pos": 0.0, "frame": 0.0, "params": 0.0, "ncon": 0, "multi": 0,
-             "off": 0, "off_count": 0}
-    for o, t in zip(ours, theirs):
-        worst["ncon"] += len(t)
-        worst["multi"] += len(t) > 1
-        if len(o) != len(t):
-            worst["off"] += 1
-            worst["off_count"] += 1
-            continue
-        w = tc.compare(o, t)
-        if max(w[f] for f in ("dist", "pos", "frame")) > PLANE_MESH_TOL:
-            worst["off"] += 1
-            continue
-        for f in ("dist", "pos", "frame", "params"):
-            worst[f] = max(worst[f], w[f])
-    return worst
+    return tc.sweep_sets(
+        ours, theirs, lambda w: max(w[f] for f in ("dist", "pos", "frame")) <= PLANE_MESH_TOL)
 
 
 @pytest.mark.parametrize("mesh", ["pebble", "dodecahedron"])
