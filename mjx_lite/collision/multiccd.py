@@ -246,7 +246,14 @@ def _feature(v, valid, direction, size):
     """The support set of v (V, 3) along ``direction`` (geom frame): its first three vertices
     by support value and how many of them share the maximum (1 vertex, 2 edge, 3 face)."""
     s = lax.stop_gradient(jp.where(valid, v @ direction, -jp.inf))
-    top, ids = lax.top_k(s, 3)
+    # three argmaxes: XLA's CPU top_k sorts the whole vertex array
+    ids, top = [], []
+    for _ in range(3):
+        i = jp.argmax(s)
+        ids.append(i)
+        top.append(s[i])
+        s = s.at[i].set(-jp.inf)
+    ids, top = jp.stack(ids), jp.stack(top)
     tol = 0.1 * float(np.sqrt(np.finfo(v.dtype).eps)) * size
     dim = 1 + jp.sum(top[1:] >= top[0] - tol)
     return ids, dim
