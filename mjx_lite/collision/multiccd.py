@@ -46,7 +46,8 @@ _G = GeomType
 
 def _box_tables():
     """Box corners as sign bits (bit k: +size[k]), faces as corner ids counter-clockwise from
-    outside in the order +x, -x, +y, -y, +z, -z, and each corner's three neighbours."""
+    outside in the order +x, -x, +y, -y, +z, -z, and the three faces at each corner, x then
+    y then z (face 2k for +axis k, 2k + 1 for -axis k)."""
     faces, normals = [], []
     for ax, sgn in [(0, 1), (0, -1), (1, 1), (1, -1), (2, 1), (2, -1)]:
         u, v = (ax + 1) % 3, (ax + 2) % 3
@@ -59,15 +60,13 @@ def _box_tables():
         n = np.zeros(3)
         n[ax] = sgn
         normals.append(n)
-    nbr = np.array([[i ^ 1, i ^ 2, i ^ 4] for i in range(8)], np.int32)
-    sign = np.array([[1.0 if i >> k & 1 else -1.0 for k in range(3)] for i in range(8)])
-    return np.array(faces, np.int32), np.array(normals), nbr, sign
-
-
-BOX_FACE, BOX_NORMAL, BOX_NBR, BOX_SIGN = _box_tables()
-# the three faces at each corner, x then y then z (face 2k for +axis k, 2k + 1 for -axis k)
-BOX_VPOLY = np.array([[2 * k + (0 if i >> k & 1 else 1) for k in range(3)] for i in range(8)],
+    vpoly = np.array([[2 * k + (0 if i >> k & 1 else 1) for k in range(3)] for i in range(8)],
                      np.int32)
+    sign = np.array([[1.0 if i >> k & 1 else -1.0 for k in range(3)] for i in range(8)])
+    return np.array(faces, np.int32), np.array(normals), vpoly, sign
+
+
+BOX_FACE, BOX_NORMAL, BOX_VPOLY, BOX_SIGN = _box_tables()
 
 
 def mesh_tables(m, meshes: np.ndarray, nvert: int):
@@ -266,11 +265,12 @@ def _candidates(face, facenum, vpoly, ids, dim):
     real = poly < face.shape[0]
     poly = jp.where(real, poly, 0)
     corners = face[poly]
-    k = jp.arange(face.shape[1])[None]
-    holds = (corners == ids[1][None, None]) & (k < facenum[poly][:, None])
-    has1 = jp.any(holds, 1)
-    has2 = jp.any((corners == ids[2][None, None]) & (k < facenum[poly][:, None]), 1)
-    return poly, real & ((dim < 2) | has1) & ((dim < 3) | has2)
+    live = jp.arange(face.shape[1])[None] < facenum[poly][:, None]
+
+    def holds(vertex):
+        return jp.any((corners == vertex) & live, 1)
+
+    return poly, real & ((dim < 2) | holds(ids[1])) & ((dim < 3) | holds(ids[2]))
 
 
 def _edges(face, facenum, poly, mask, ids, dim):
