@@ -26,6 +26,7 @@ from mjx_lite.passive import apply_ft, fluid, passive
 from mjx_lite.types import (
     Data,
     DisableBit,
+    EnableBit,
     IntegratorType,
     JointType,
     Model,
@@ -295,8 +296,9 @@ def _standalone_free_dofs(m: Model) -> np.ndarray:
     return out
 
 
-def _implicit_qacc(m: Model, d: Data) -> jax.Array:
-    """Implicit-in-velocity acceleration (M - h dF/dv)^-1 (qfrc_smooth + qfrc_constraint)."""
+def _implicit_matrix(m: Model, d: Data) -> jax.Array:
+    """M - h dF/dv of the implicit and implicitfast integrators (restricted to M's
+    sparsity; implicitfast symmetrized, without RNE, except 4.0's standalone free bodies)."""
     h = m.opt.timestep
     passive_act = _passive_vel_deriv(m, d)
     if m.nu and not m.opt.disableflags & DisableBit.ACTUATION:
@@ -312,23 +314,36 @@ def _implicit_qacc(m: Model, d: Data) -> jax.Array:
             # 4.0: standalone free bodies keep their exact (unsymmetrized, gyroscopic) block
             block = free[:, None] & free[None, :] & sparse
             deriv = jp.where(block, passive_act - rne, deriv)
-    qh = d.qM - h * jp.where(sparse, deriv, 0.0)
+    return d.qM - h * jp.where(sparse, deriv, 0.0)
+
+
+def _implicit_qacc(m: Model, d: Data) -> jax.Array:
+    """Implicit-in-velocity acceleration (M - h dF/dv)^-1 (qfrc_smooth + qfrc_constraint)."""
     # not symmetric: LAPACK's LU (mjx_lite.linalg has only the symmetric positive definite
     # solves, see its docstring for the CPU hang this can meet under a large vmap)
-    return jp.linalg.solve(qh, d.qfrc_smooth + d.qfrc_constraint)
+    return jp.linalg.solve(_implicit_matrix(m, d), d.qfrc_smooth + d.qfrc_constraint)
+
+
+def _euler_damped(m: Model):
+    """Whether mj_Euler's implicit damping applies: (traced) the model has joint-level
+    damping, or None when eulerdamp or the damper is disabled."""
+    if m.opt.disableflags & DisableBit.EULERDAMP or m.opt.disableflags & DisableBit.DAMPER:
+        return None
+    damped = jp.any(m.dof_damping > 0) | jp.any(m.dof_dampingpoly != 0)
+    if m.nu:
+        damped = damped | jp.any(m.actuator_damping > 0) | jp.any(m.actuator_dampingpoly != 0)
+    return damped
 
 
 def _euler_qacc(m: Model, d: Data) -> jax.Array:
-    if m.opt.disableflags & DisableBit.EULERDAMP or m.opt.disableflags & DisableBit.DAMPER:
+    damped = _euler_damped(m)
+    if damped is None:
         return d.qacc
     qh = d.qM + m.opt.timestep * jp.diag(_euler_damping(m, d))
     solved = linalg.spd_solve(qh, d.qfrc_smooth + d.qfrc_constraint)
     # mj_Euler solves again only when the model has damping; otherwise it integrates qacc as
     # the solver left it (a solve stopped at its tolerance has M qacc != qfrc_smooth +
     # qfrc_constraint, so re-solving would move qvel by up to ~1e-5 from MuJoCo's)
-    damped = jp.any(m.dof_damping > 0) | jp.any(m.dof_dampingpoly != 0)
-    if m.nu:
-        damped = damped | jp.any(m.actuator_damping > 0) | jp.any(m.actuator_dampingpoly != 0)
     return jp.where(damped, solved, d.qacc)
 
 
@@ -434,10 +449,49 @@ def step(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") -> 
     return integrate(m, d, loop=loop, adjoint=adjoint)
 
 
+def _continuous_qacc(m: Model, d: Data) -> jax.Array:
+    """The continuous-time acceleration whose integrator step gives the discrete one in
+    d.qacc ((qvel_next - qvel) / h), for the invdiscrete flag (mj_discreteAcc): M^-1 A qacc,
+    A the matrix the integrator solves with (M + h B for Euler's implicit damping, M - h
+    dF/dv for implicit and implicitfast)."""
+    integ = m.opt.integrator
+    if integ == IntegratorType.RK4:
+        raise NotImplementedError(
+            "invdiscrete: discrete inverse dynamics is not supported by the RK4 integrator "
+            "(MuJoCo 4.0 raises the same)")
+    if integ == IntegratorType.EULER:
+        damped = _euler_damped(m)
+        if damped is None:
+            return d.qacc
+        qh = d.qM + m.opt.timestep * jp.diag(_euler_damping(m, d))
+        return jp.where(damped, smooth.solve_m(m, d, qh @ d.qacc), d.qacc)
+    return smooth.solve_m(m, d, _implicit_matrix(m, d) @ d.qacc)
+
+
 def inverse(m: Model, d: Data) -> Data:
-    """Inverse dynamics of the smooth part (mj_inverse without constraints):
-    qfrc_inverse = M qacc + qfrc_bias - qfrc_passive - qfrc_constraint."""
-    d = fwd_position(m, d)
-    d = fwd_velocity(m, d)
-    qfrc = smooth.mul_m(m, d, d.qacc) + d.qfrc_bias - d.qfrc_passive
-    return d.replace(qfrc_inverse=qfrc - d.qfrc_constraint)
+    """Inverse dynamics (mj_inverse; seed 002, "Inverse dynamics" and "Simulation pipeline"):
+    from qpos, qvel and qacc, the position and velocity stages and their sensors, the
+    constraint force of qacc in closed form (``solver.inverse_constraint``), then
+    qfrc_inverse = M qacc + qfrc_bias - qfrc_passive - qfrc_constraint and the acceleration
+    sensors. Actuation is not run (as in MuJoCo, actuator_force is read as given).
+
+    With the invdiscrete flag, d.qacc is the discrete-time acceleration (qvel_next - qvel) / h
+    of the model's integrator; it is mapped to continuous time for the computation and
+    returned unchanged (RK4 raises, as in MuJoCo)."""
+    energy = sensor.energy_enabled(m)
+    d = sensor.sensor_pos(m, fwd_position(m, d))
+    if energy:
+        d = sensor.energy_pos(m, d)
+    d = sensor.sensor_vel(m, fwd_velocity(m, d))
+    if energy:
+        d = sensor.energy_vel(m, d)
+    qacc_given = d.qacc
+    if m.opt.enableflags & EnableBit.INVDISCRETE:
+        d = d.replace(qacc=_continuous_qacc(m, d))
+    d = solver.inverse_constraint(m, d)
+    qfrc = smooth.mul_m(m, d, d.qacc) + d.qfrc_bias
+    if smooth.needs_rne_post(m):
+        d = smooth.rne_post_constraint(m, d)
+    d = sensor.sensor_acc(m, d)
+    qfrc = qfrc - d.qfrc_passive - d.qfrc_constraint
+    return d.replace(qfrc_inverse=qfrc, qacc=qacc_given)

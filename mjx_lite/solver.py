@@ -52,7 +52,8 @@ from mjx_lite.constraint import (
 from mjx_lite.dataclasses import PyTreeNode
 from mjx_lite.types import NISLAND, Data, DisableBit, Model, SolverType
 
-__all__ = ["solve", "residual", "hessian", "Context", "constraint_cost"]
+__all__ = ["solve", "residual", "hessian", "inverse_constraint", "Context",
+           "constraint_cost"]
 
 
 class Context(PyTreeNode):
@@ -945,6 +946,20 @@ def _solve_implicit(m: Model, d: Data, loop: str):
         return (qacc, niter), (dqacc, np.zeros(niter.shape, jax.dtypes.float0))
 
     return run(m, d)
+
+
+def inverse_constraint(m: Model, d: Data) -> Data:
+    """The constraint force of ``d.qacc`` in closed form (mj_invConstraint; seed 002,
+    "Inverse dynamics": given the acceleration, the soft-constraint problem is diagonal and
+    each row's force follows from its own J qacc - aref): efc_force, efc_state and
+    qfrc_constraint from the primal update at jar = J qacc - aref, whatever the solver."""
+    p = _plan(m, d)
+    if p.nefc == 0:
+        return d.replace(qfrc_constraint=jp.zeros_like(d.qacc))
+    jar = d.efc_J @ d.qacc - d.efc_aref
+    force, state, _, _, _, _ = _row_update(m, d, p, _cone(m, d, p), jar)
+    return d.replace(qfrc_constraint=d.efc_J.T @ force, efc_force=force,
+                     efc_state=state.astype(jp.int32))
 
 
 def _niter_out(niter: jax.Array) -> jax.Array:

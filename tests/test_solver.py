@@ -392,3 +392,88 @@ def test_improvement_survives_large_constant_cost():
     out = _solve(m, d, loop="early_exit")
     assert int(out.solver_niter[0]) > 40, int(out.solver_niter[0])
     assert rel_error(out.qacc, mjd.qacc) < 1e-6
+
+
+# ------------------------------------------------------------------------------------------
+# inverse dynamics: the constraint force of a given qacc in closed form
+
+
+def _inverse_against_mujoco(mjm, mjd, seed):
+    """mj_inverse and ours at the state of mjd with a random qacc (not forward's), ours fed
+    a garbage qfrc_constraint so that reading forward's force would show."""
+    from mjx_lite import interop
+    from mjx_lite.forward import inverse
+
+    rng = np.random.default_rng(seed)
+    mjd.qacc[:] = 3.0 * rng.standard_normal(mjm.nv)
+    mjd.xfrc_applied[1:] = rng.standard_normal((mjm.nbody - 1, 6))
+    m = interop.model_from_mujoco(mjm)
+    d = interop.data_from_mujoco(mjm, mjd, m)
+    d = d.replace(qfrc_constraint=jp.full(mjm.nv, 1e3))
+    mujoco.mj_inverse(mjm, mjd)
+    return jax.jit(inverse)(m, d)
+
+
+@pytest.mark.parametrize("xml,cone", [(CONTACT_XML, 0), (CONTACT_XML, ELLIPTIC), (EQ_XML, 0)])
+def test_inverse_closed_form_constraint_force(xml, cone):
+    """Contacts of condim 1/3/4/6 in both cones (penetrating), equality, friction loss and
+    limits: qfrc_inverse and qfrc_constraint equal mj_inverse's at an arbitrary qacc."""
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    mjm.opt.cone = cone
+    mjd = mujoco.MjData(mjm)
+    rng = np.random.default_rng(1)
+    mjd.qpos[:] = mjm.qpos0 + 0.03 * rng.standard_normal(mjm.nq)
+    mujoco.mj_normalizeQuat(mjm, mjd.qpos)
+    mjd.qvel[:] = 0.5 * rng.standard_normal(mjm.nv)
+    mujoco.mj_forward(mjm, mjd)
+    assert mjd.nefc > 10
+    out = _inverse_against_mujoco(mjm, mjd, seed=2)
+    assert int(out.efc_active.sum()) == mjd.nefc
+    assert_close("qfrc_constraint", out.qfrc_constraint, mjd.qfrc_constraint, 1e-10)
+    assert_close("qfrc_inverse", out.qfrc_inverse, mjd.qfrc_inverse, 1e-10)
+    assert np.array_equal(np.asarray(out.qacc), mjd.qacc)
+
+
+# a box resting on the floor (contacts), a damped arm with an actuator damper, a free body
+# spinning in the air (implicitfast's exact block) and sensors of every stage
+DISCRETE_XML = """
+<mujoco><option integrator="{integrator}"><flag invdiscrete="enable"/></option><worldbody>
+<geom type="plane" size="5 5 .1"/>
+<body pos="0 0 .098"><freejoint/><geom type="box" size=".1 .2 .1"/><site name="box"/>
+  <body pos=".2 0 0"><joint name="h" type="hinge" axis="0 1 0" damping="0.7"/>
+    <geom type="capsule" fromto="0 0 0 .3 0 0" size=".03"/><site name="tip" pos=".3 0 0"/>
+  </body></body>
+<body pos="1 0 1"><freejoint/><geom type="box" size=".05 .1 .2"/></body>
+</worldbody>
+<actuator><motor joint="h" damping="0.3"/></actuator>
+<sensor><jointpos joint="h"/><velocimeter site="tip"/><accelerometer site="tip"/>
+  <touch site="box"/></sensor></mujoco>"""
+
+
+@pytest.mark.parametrize("integrator", ["Euler", "implicit", "implicitfast"])
+def test_inverse_discrete(integrator):
+    """With invdiscrete, qacc is the integrator's (qvel_next - qvel) / h: ours equals
+    mj_inverse (forces and sensors), and differs from the continuous-time answer."""
+    mjm = mujoco.MjModel.from_xml_string(DISCRETE_XML.format(integrator=integrator))
+    mjd = mujoco.MjData(mjm)
+    mjd.qvel[:] = 2.0 * np.random.default_rng(3).standard_normal(mjm.nv)
+    mujoco.mj_forward(mjm, mjd)
+    assert mjd.ncon >= 4
+    out = _inverse_against_mujoco(mjm, mjd, seed=4)
+    assert_close("qfrc_inverse", out.qfrc_inverse, mjd.qfrc_inverse, 1e-10)
+    assert_close("sensordata", out.sensordata, mjd.sensordata, 1e-10)
+    # the contact forces of the resting box dominate qfrc_inverse; the discrete correction
+    # is still 1e4 times the tolerance above
+    mjm.opt.enableflags &= ~int(mujoco.mjtEnableBit.mjENBL_INVDISCRETE)
+    mujoco.mj_inverse(mjm, mjd)
+    assert rel_error(out.qfrc_inverse, mjd.qfrc_inverse) > 1e-6
+
+
+def test_inverse_discrete_rk4_raises():
+    from mjx_lite import interop, io
+    from mjx_lite.forward import inverse
+
+    mjm = mujoco.MjModel.from_xml_string(DISCRETE_XML.format(integrator="RK4"))
+    m = interop.model_from_mujoco(mjm)
+    with pytest.raises(NotImplementedError, match="RK4"):
+        inverse(m, io.make_data(m))

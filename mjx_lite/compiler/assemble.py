@@ -39,6 +39,10 @@ _INTEGRATORS = {"euler": IntegratorType.EULER, "rk4": IntegratorType.RK4,
 _SOLVERS = {"pgs": SolverType.PGS, "cg": SolverType.CG, "newton": SolverType.NEWTON}
 
 
+# fwdinv: mjData.solver_fwdinv (the forward/inverse discrepancy norms) is not computed
+_UNSUPPORTED_ENABLE = EnableBit.SLEEP | EnableBit.IPC | EnableBit.SPECULATIVE | EnableBit.FWDINV
+
+
 def to_device(value) -> jax.Array:
     """A float array in jax's default float dtype (float64 under jax_enable_x64), converted
     in numpy first: converting on the device would compile one XLA program per shape."""
@@ -268,15 +272,17 @@ def _option(spec: Spec) -> Option:
                 elif key in EnableBit.__members__:
                     bit = int(EnableBit[key])
                     if text == "enable":
+                        if bit & _UNSUPPORTED_ENABLE:
+                            raise flag.error(f"unsupported: flag '{name}' is not implemented")
                         static["enableflags"] |= bit
                     else:
                         static["enableflags"] &= ~bit
                 else:
                     raise flag.error(f"unsupported: flag '{name}'")
-    unsupported_enable = EnableBit.SLEEP | EnableBit.IPC | EnableBit.SPECULATIVE
-    if static["enableflags"] & unsupported_enable:
+    if static["enableflags"] & _UNSUPPORTED_ENABLE:
         el = spec.root.find("option")[-1]
-        raise el.error("unsupported: sleep, ipc and speculative flags are not implemented")
+        raise el.error("unsupported: sleep, ipc, speculative and fwdinv flags are not "
+                       "implemented")
     if static["integrator"] == IntegratorType.DISCRETE:
         el = spec.root.find("option")[-1]
         raise el.error("unsupported: the discrete integrator is not implemented by mjx_lite")
