@@ -362,7 +362,7 @@ def _inverse_resolution(mjm, mjd, applied, trials=20) -> float:
     """How far one ulp of qacc moves mj_inverse, relative to max|applied|: the finest
     agreement float64 can express at this state. Deep contacts make it coarse: mujoco-mjx's
     sensor/model (1.5 m overlaps, |qacc| 1e6, |qfrc_constraint| 4.6e7 against |applied| 3.1)
-    measures 1.3e-5, so no float64 qacc, MuJoCo's own included, brings inverse within 1e-8
+    measures 1.7e-5, so no float64 qacc, MuJoCo's own included, brings inverse within 1e-8
     of the applied forces there."""
     probe = mujoco.MjData(mjm)
     probe.qpos[:], probe.qvel[:], probe.ctrl[:] = mjd.qpos, mjd.qvel, mjd.ctrl
