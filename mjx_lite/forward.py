@@ -335,12 +335,16 @@ def _euler_damped(m: Model):
     return damped
 
 
+def _euler_matrix(m: Model, d: Data) -> jax.Array:
+    """M + h B, B the joint-level damping mj_Euler treats implicitly."""
+    return d.qM + m.opt.timestep * jp.diag(_euler_damping(m, d))
+
+
 def _euler_qacc(m: Model, d: Data) -> jax.Array:
     damped = _euler_damped(m)
     if damped is None:
         return d.qacc
-    qh = d.qM + m.opt.timestep * jp.diag(_euler_damping(m, d))
-    solved = linalg.spd_solve(qh, d.qfrc_smooth + d.qfrc_constraint)
+    solved = linalg.spd_solve(_euler_matrix(m, d), d.qfrc_smooth + d.qfrc_constraint)
     # mj_Euler solves again only when the model has damping; otherwise it integrates qacc as
     # the solver left it (a solve stopped at its tolerance has M qacc != qfrc_smooth +
     # qfrc_constraint, so re-solving would move qvel by up to ~1e-5 from MuJoCo's)
@@ -463,8 +467,7 @@ def _continuous_qacc(m: Model, d: Data) -> jax.Array:
         damped = _euler_damped(m)
         if damped is None:
             return d.qacc
-        qh = d.qM + m.opt.timestep * jp.diag(_euler_damping(m, d))
-        return jp.where(damped, smooth.solve_m(m, d, qh @ d.qacc), d.qacc)
+        return jp.where(damped, smooth.solve_m(m, d, _euler_matrix(m, d) @ d.qacc), d.qacc)
     return smooth.solve_m(m, d, _implicit_matrix(m, d) @ d.qacc)
 
 

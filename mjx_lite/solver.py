@@ -993,10 +993,8 @@ def solve(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") ->
         qacc, niter = _solve_implicit(m, d, loop)
         # forces from the primal update at the solution, so that they carry its derivative
         # (for PGS they equal the dual iterate at convergence)
-        jar = d.efc_J @ qacc - d.efc_aref
-        force, state, _, _, _, _ = _row_update(m, d, p, _cone(m, d, p), jar)
-        return d.replace(qacc=qacc, qfrc_constraint=d.efc_J.T @ force, efc_force=force,
-                         efc_state=state.astype(jp.int32), solver_niter=_niter_out(niter))
+        return inverse_constraint(m, d.replace(qacc=qacc)).replace(
+            solver_niter=_niter_out(niter))
     if m.opt.solver == SolverType.PGS:
         qacc, pgs_force, niter = _solve_pgs(m, d, p, loop)
     else:

@@ -279,10 +279,6 @@ def _option(spec: Spec) -> Option:
                         static["enableflags"] &= ~bit
                 else:
                     raise flag.error(f"unsupported: flag '{name}'")
-    if static["enableflags"] & _UNSUPPORTED_ENABLE:
-        el = spec.root.find("option")[-1]
-        raise el.error("unsupported: sleep, ipc, speculative and fwdinv flags are not "
-                       "implemented")
     if static["integrator"] == IntegratorType.DISCRETE:
         el = spec.root.find("option")[-1]
         raise el.error("unsupported: the discrete integrator is not implemented by mjx_lite")
