@@ -272,3 +272,34 @@ def test_train_ppo_example_runs(tmp_path):
                        "--eval-envs", "0", "--out", str(out)])
     assert result["steps"] == 2 * 4 * 8
     assert len(result["curve"]) == 2
+
+
+PPO_FILE = pathlib.Path(__file__).with_name("acceptance") / "ppo.txt"
+
+
+@pytest.mark.acceptance  # minutes of training: kept out of the CI tier
+def test_train_ppo_reaches_target_in_time(tmp_path):
+    """examples/train_ppo.py as a user runs it (float32, default settings, its own process so
+    the tests' float64 does not apply): InvertedPendulum's mean return reaches 950 within the
+    issue's 10 minutes, first compile included; the figures go to tests/acceptance/ppo.txt."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    script = pathlib.Path(__file__).resolve().parent.parent / "examples" / "train_ppo.py"
+    env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, str(script), "--out", str(tmp_path / "curve.png")],
+                         env=env, capture_output=True, text=True, timeout=900)
+    wall = time.perf_counter() - t0
+    assert out.returncode == 0, out.stdout + out.stderr
+    reached = [line for line in out.stdout.splitlines() if line.startswith("reached")]
+    evaluated = [line for line in out.stdout.splitlines() if line.startswith("deterministic")]
+    PPO_FILE.write_text(
+        "# python examples/train_ppo.py (defaults: 32 envs, float32), this machine's CPU\n"
+        + "\n".join(reached + evaluated
+                    + [f"process wall time {wall:.1f} s (interpreter and imports included)"])
+        + "\n")
+    assert reached, out.stdout[-2000:]
+    assert float(reached[0].split(", ")[-1].split(" s")[0]) <= 600.0
