@@ -218,9 +218,8 @@ def _solve_errors(mjm, mjd, m, d):
     }
 
 
-def _write(section: str, lines: list[str]):
-    """Replaces ``section`` of the results file, keeping the other sections."""
-    OUT.parent.mkdir(parents=True, exist_ok=True)
+def _read_sections() -> dict[str, list[str]]:
+    """The results file's sections: title -> lines."""
     text = OUT.read_text() if OUT.exists() else ""
     parts, cur = {}, None
     for line in text.splitlines():
@@ -229,6 +228,13 @@ def _write(section: str, lines: list[str]):
             parts[cur] = []
         elif cur is not None:
             parts[cur].append(line)
+    return parts
+
+
+def _write(section: str, lines: list[str]):
+    """Replaces ``section`` of the results file, keeping the other sections."""
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    parts = _read_sections()
     parts[section] = lines
     body = "# issue 6 acceptance: constraints and solver vs MuJoCo 4.0 (float64 unless said)\n"
     for name in sorted(parts):
@@ -254,12 +260,9 @@ def _resume(title: str):
     import re
 
     fresh = [], 0.0, 0.0, set()
-    if os.environ.get("ACCEPTANCE_RESUME") != "1" or not OUT.exists():
+    if os.environ.get("ACCEPTANCE_RESUME") != "1":
         return fresh
-    text = OUT.read_text().split(f"## {title}\n", 1)
-    if len(text) < 2:
-        return fresh
-    lines = text[1].split("\n## ", 1)[0].rstrip("\n").splitlines()
+    lines = _read_sections().get(title, [])
     if not lines or not lines[-1].startswith("UNFINISHED: stopped after "):
         return fresh
     lines.pop()
