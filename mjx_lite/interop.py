@@ -65,6 +65,19 @@ def hfield_cell(size: np.ndarray, nrow: np.ndarray, ncol: np.ndarray) -> np.ndar
                      2 * size[:, 1] / np.maximum(np.asarray(nrow) - 1, 1)], -1)
 
 
+def geom_reach(rbound, margin, gap, geom_type, pair_geom1, pair_geom2, pair_margin,
+               pair_gap) -> np.ndarray:
+    """(ngeom,) how far past a geom's centre its contacts can reach, for the static prism
+    windows of height fields (collision.hfield): rbound plus the geom's largest margin and
+    gap (its own, or of an explicit pair it is in); a height field's own entry is that
+    margin alone (MuJoCo grows the partner's box by the pair's margin)."""
+    extra = np.asarray(margin, float) + np.asarray(gap, float)
+    for g1, g2, pm, pg in zip(pair_geom1, pair_geom2, pair_margin, pair_gap):
+        extra[[g1, g2]] = np.maximum(extra[[g1, g2]], pm + pg)
+    hfield = np.asarray(geom_type) == 1  # mjGEOM_HFIELD
+    return np.where(hfield, 0.0, np.asarray(rbound, float)) + extra
+
+
 def wrap_sideid(wrap_type: np.ndarray, wrap_prm: np.ndarray) -> np.ndarray:
     """Side-site ids of sphere/cylinder wraps (MuJoCo keeps them in wrap_prm as floats), so
     traced code can use them as static indices."""
@@ -113,7 +126,9 @@ def model_from_mujoco(mjm) -> Model:
             values[name] = hfield_cell(np.array(mjm.hfield_size), np.array(mjm.hfield_nrow),
                                        np.array(mjm.hfield_ncol))
         elif name == "geom_reach":
-            values[name] = np.array(mjm.geom_rbound + mjm.geom_margin + mjm.geom_gap)
+            values[name] = geom_reach(mjm.geom_rbound, mjm.geom_margin, mjm.geom_gap,
+                                      mjm.geom_type, mjm.pair_geom1, mjm.pair_geom2,
+                                      mjm.pair_margin, mjm.pair_gap)
         elif name == "signature":
             values[name] = int(mjm.signature)
         else:

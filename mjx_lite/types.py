@@ -663,8 +663,9 @@ class Model(PyTreeNode):
     body_depth: np.ndarray  # (nbody,) depth in the kinematic tree, world = 0
     wrap_sideid: np.ndarray  # (nwrap,) side site of a sphere/cylinder wrap (wrap_prm), or -1
     dof_depth: np.ndarray  # (nv,) depth of the dof's body
-    # (ngeom,) geom_rbound + geom_margin + geom_gap at compile time: static sizes of the
-    # height-field prism windows (collision.hfield)
+    # (ngeom,) geom_rbound plus the largest margin + gap of the geom (or of a pair it is
+    # in) at compile time, the margin alone for a height field: static sizes of the
+    # height-field prism windows (interop.geom_reach, collision.hfield)
     geom_reach: np.ndarray
     hfield_cell: np.ndarray  # (nhfield, 2) grid spacing dx, dy at compile time (static)
     signature: int

@@ -148,9 +148,8 @@ def _hfield_window(m: Model, grp: PairGroup) -> tuple[int, int]:
     nx = ny = 1
     for g1, g2 in zip(grp.geom1, grp.geom2):
         h = int(np.asarray(m.geom_dataid)[g1])
-        # geom2's bound with its margin and gap; the window's spare cell covers the height
-        # field's own margin where it is below one cell
-        reach = float(m.geom_reach[g2])
+        # geom2's bound grown by the pair's margin (interop.geom_reach)
+        reach = float(m.geom_reach[g2]) + float(m.geom_reach[g1])
         wx, wy = hfield.window_size(reach, m.hfield_cell[h], int(m.hfield_nrow[h]),
                                     int(m.hfield_ncol[h]))
         nx, ny = max(nx, wx), max(ny, wy)

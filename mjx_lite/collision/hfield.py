@@ -114,7 +114,9 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
         p = mat1.T @ (pos2 - pos1)
         mat = mat1.T @ mat2
         lo, hi = _aabb(type2, size2, verts2, mat)
-        lo, hi = lo + p, hi + p
+        # MuJoCo 4.0 visits the cells under the box grown by the margin (measured: a sphere
+        # with margin takes the row whose prisms are within the margin of its box)
+        lo, hi = lo + p - margin, hi + p + margin
         sx, sy = hsize[0], hsize[1]
         # divisors that are not constants: XLA would multiply by a rounded reciprocal
         dx = 2.0 * sx / (0.0 * sx + (ncol - 1))
@@ -132,9 +134,8 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
         r = r0 + jp.asarray(rr.reshape(-1))
         c = c0 + jp.asarray(cc.reshape(-1))
         live = (r >= rmin) & (r < rmax) & (c >= cmin) & (c < cmax)
-        inside = ((hi[0] + margin >= -sx) & (lo[0] - margin <= sx) & (hi[1] + margin >= -sy)
-                  & (lo[1] - margin <= sy) & (lo[2] - margin <= hsize[2])
-                  & (hi[2] + margin >= -hsize[3]))
+        inside = ((hi[0] >= -sx) & (lo[0] <= sx) & (hi[1] >= -sy) & (lo[1] <= sy)
+                  & (lo[2] <= hsize[2]) & (hi[2] >= -hsize[3]))
         live = live & inside
 
         def corner(ri, ci):
@@ -152,7 +153,7 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
         prism = jp.concatenate([bottom, tri], 1)  # (2 ncell, 6, 3)
         live2 = jp.repeat(live, 2)
         # MuJoCo's prism height test: a prism whose top is below the geom is skipped
-        high = jp.max(tri[:, :, 2], -1) + margin >= lo[2]
+        high = jp.max(tri[:, :, 2], -1) >= lo[2]
         eye = jp.eye(3, dtype=dt)
         zero = jp.zeros(3, dt)
 
