@@ -60,7 +60,7 @@ def _batch(d, batch: int, key):
 
 
 def bench_mjx_lite(path, batches, nsteps: int, iterations: int | None, report,
-                   solver: str | None = None) -> None:
+                   solver: str | None = None, skip=()) -> None:
     import mjx_lite
     from mjx_lite.types import SolverType
 
@@ -85,6 +85,9 @@ def bench_mjx_lite(path, batches, nsteps: int, iterations: int | None, report,
         }
         base = None
         for name, fn in programs.items():
+            if name in skip:
+                report(f"  batch {b}", name, {"error": "skipped (--skip)"}, None)
+                continue
             r = _measure(fn, db, ctrls)
             base = base or r
             report(f"  batch {b}", name, r, None if name == "forward" else base)
@@ -143,6 +146,10 @@ def main() -> None:
                         help="solver for both engines (default: the model's; MJX has no PGS)")
     parser.add_argument("--iterations", type=int, default=None,
                         help="solver iterations for mjx_lite (default: the model's)")
+    parser.add_argument("--skip", nargs="+", default=[],
+                        choices=["fwd-early", "unroll", "checkpoint", "implicit"],
+                        help="mjx_lite programs not to run (gymnasium humanoid's unrolled "
+                             "gradient at batch 64 needs more than 23 GB)")
     args = parser.parse_args()
     its = "model's" if args.iterations is None else args.iterations
     print(f"device {jax.devices()[0].device_kind}, float32, {args.steps} steps, mjx_lite "
@@ -162,7 +169,7 @@ def main() -> None:
             print(f"{name} / mjx_lite", flush=True)
             header[0] = None
             bench_mjx_lite(path, args.batches, args.steps, args.iterations, report,
-                           args.solver)
+                           args.solver, args.skip)
         if not args.no_mjx:
             print(f"{name} / MJX (iterations=1)", flush=True)
             header[0] = None
