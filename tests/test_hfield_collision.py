@@ -264,6 +264,22 @@ def test_hfield_smooth_partner_matches_mujoco():
     assert w["frame"] < 1e-9 and w["dist"] < 1e-12, w
 
 
+def _hfield_table(path, header: list[str], margin: float = 0.0):
+    """Sweeps every partner (50 poses, ``margin`` per geom), yielding its figures; the table
+    is written to ``path`` after every partner, so a long run cut short keeps what it
+    measured."""
+    lines = list(header)
+    for g2 in HFIELD_PARTNERS:
+        w = hfield_sweep(g2, n=50, margin=margin)
+        lines.append(
+            f"{g2:10s} contacts {w['ncon']:4d}  maxcon {w['maxcon']:2d}  count_off "
+            f"{w['count_off']:2d}  off {w['off']:3d}  face {w['face']:3d}  dist {w['dist']:.1e}"
+            f" (dtol {w['dtol']:.1e})  pos {w['pos']:.1e}  frame {w['frame']:.1e}")
+        ACCEPTANCE_DIR.mkdir(exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+        yield w
+
+
 @pytest.mark.acceptance
 def test_hfield_acceptance():
     lines = ["height field (64 x 64 random terrain, size 2 2 0.3 0.1) vs MuJoCo 4.0 mj_forward,",
@@ -272,15 +288,8 @@ def test_hfield_acceptance():
              "tolerance (dist max(1e-5, 10 ccd_tolerance rbound) = dtol, normal 1e-4);",
              "face: pos beyond 1e-4 but on the same contact plane; dist/pos/frame: worst of the",
              "rest; maxcon: most contacts in one pose (mjMAXCONPAIR = 50)", ""]
-    for g2 in HFIELD_PARTNERS:
-        w = hfield_sweep(g2, n=50)
-        lines.append(
-            f"{g2:10s} contacts {w['ncon']:4d}  maxcon {w['maxcon']:2d}  count_off "
-            f"{w['count_off']:2d}  off {w['off']:3d}  face {w['face']:3d}  dist {w['dist']:.1e}"
-            f" (dtol {w['dtol']:.1e})  pos {w['pos']:.1e}  frame {w['frame']:.1e}")
-        # written after every partner: a long run cut short keeps what it measured
-        ACCEPTANCE_DIR.mkdir(exist_ok=True)
-        HFIELD_FILE.write_text("\n".join(lines) + "\n")
+    for _ in _hfield_table(HFIELD_FILE, lines):
+        pass
 
 
 def test_hfield_margin_visits_cells_within_margin():
@@ -301,16 +310,9 @@ def test_hfield_margin_acceptance():
     GJK/EPA's tolerance (normals up to ~1e-3 off the converged one) along a path that none
     of the variants tried reproduces (the zero-margin query, GJK in distance mode, either
     shape inflated by half or all of the margin, prism tops raised)."""
-    lines = ["height field as test_hfield_acceptance, margin 0.01 per geom (pair 0.02), 50",
-             "poses per partner, the columns as there", ""]
-    for g2 in HFIELD_PARTNERS:
-        w = hfield_sweep(g2, n=50, margin=0.01)
-        lines.append(
-            f"{g2:10s} contacts {w['ncon']:4d}  maxcon {w['maxcon']:2d}  count_off "
-            f"{w['count_off']:2d}  off {w['off']:3d}  face {w['face']:3d}  dist {w['dist']:.1e}"
-            f" (dtol {w['dtol']:.1e})  pos {w['pos']:.1e}  frame {w['frame']:.1e}")
-        ACCEPTANCE_DIR.mkdir(exist_ok=True)
-        (ACCEPTANCE_DIR / "collision_hfield_margin.txt").write_text("\n".join(lines) + "\n")
+    header = ["height field as test_hfield_acceptance, margin 0.01 per geom (pair 0.02), 50",
+              "poses per partner, the columns as there", ""]
+    for w in _hfield_table(ACCEPTANCE_DIR / "collision_hfield_margin.txt", header, 0.01):
         assert w["ncon"] > 100, w
 
 
