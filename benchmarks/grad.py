@@ -4,8 +4,9 @@
     python benchmarks/grad.py --models cartpole --steps 20 --batches 1 --no-mjx
     python benchmarks/grad.py --models ant --iterations 1    # equal iterations with MJX
 
-For each model and batch size: jit seconds, run seconds and peak memory (XLA's buffer
-assignment: arguments + outputs + temporaries of the compiled program) of
+For each model and batch size: jit seconds, run seconds (the fastest of 3 warm calls) and
+peak memory (XLA's buffer assignment: arguments + outputs + temporaries of the compiled
+program) of
   forward     a vmapped ``lax.scan`` rollout of ``step`` with open-loop controls (the
               fixed-iteration loop that ``unroll`` differentiates),
   fwd-early   the same with ``loop="early_exit"`` (the forward that ``implicit`` runs),
@@ -27,7 +28,8 @@ from run import _model_path, measure  # benchmarks/run.py, beside this script
 
 
 def _measure(fn, *args) -> dict:
-    return measure(fn, *args)[1]
+    # the fastest of 3 warm calls: one call is at the mercy of this shared host's noise
+    return measure(fn, *args, repeats=3)[1]
 
 
 def _programs(step, m, d, nsteps: int, rollout=None):

@@ -53,17 +53,19 @@ def _factor_choice() -> str:
     return smooth.FACTOR
 
 
-def measure(fn, *args) -> tuple:
+def measure(fn, *args, repeats: int = 1) -> tuple:
     """(output, {jit_s, run_s, peak_mb}) of ``jax.jit(fn)(*args)``: jit seconds are lowering
-    plus XLA compile, run seconds a warm call, peak the compiled program's buffers (arguments
-    + outputs + temporaries, XLA's memory analysis)."""
+    plus XLA compile, run seconds the fastest of ``repeats`` warm calls, peak the compiled
+    program's buffers (arguments + outputs + temporaries, XLA's memory analysis)."""
     t0 = time.perf_counter()
     compiled = jax.jit(fn).lower(*args).compile()
     jit_s = time.perf_counter() - t0
     jax.block_until_ready(compiled(*args))
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(compiled(*args))
-    run_s = time.perf_counter() - t0
+    run_s = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = jax.block_until_ready(compiled(*args))
+        run_s = min(run_s, time.perf_counter() - t0)
     mem = compiled.memory_analysis()
     peak = None
     if mem is not None:

@@ -7,9 +7,10 @@ where s is the soft-constraint penalty of every efc row (quadratic, Huber for fr
 half-quadratic for limits and pyramidal contacts, the elliptic-cone shadow for elliptic
 contacts). Its negative gradient in jar = J a - aref is efc_force.
 
-Both run exactly ``opt.iterations`` iterations inside ``lax.scan`` (line search: exactly
-``opt.ls_iterations`` 1-D Newton steps, also a scan), so reverse-mode AD works at any count;
-convergence (``tolerance``, ``ls_tolerance``) freezes the iterate through a mask.
+Both run exactly ``opt.iterations`` iterations inside ``lax.scan``, so reverse-mode AD works
+at any count; convergence (``tolerance``) freezes the iterate through a mask. The line search
+is a ``while_loop`` that is never differentiated: its step takes the derivative of the 1-D
+Newton point at the step (see ``_linesearch``).
 ``loop="early_exit"`` uses ``lax.while_loop`` instead (faster; with ``adjoint="implicit"``
 differentiable too, as the implicit adjoint never differentiates the iterations).
 
@@ -275,6 +276,9 @@ def _evaluate(m, d, p, cone, isl: _Islands, qacc, ma, jar, newton: bool, need_mg
 
         if need_mgrad is None:
             mgrad = precondition(grad)
+        elif m.opt.iterations <= 1:
+            # no iteration ever follows: skipped at trace time, also under vmap
+            mgrad = jp.zeros_like(grad)
         else:
             mgrad = jax.lax.cond(need_mgrad(grad), precondition, jp.zeros_like, grad)
     else:
@@ -283,6 +287,69 @@ def _evaluate(m, d, p, cone, isl: _Islands, qacc, ma, jar, newton: bool, need_mg
 
 
 def _linesearch(m, d, p, cone, isl: _Islands, ctx: Context, differentiated: bool):
+    """(alpha, v = J search, mv = M search): MuJoCo 4.0's line search (``_search``).
+
+    The search itself is a ``while_loop`` and is never differentiated: under reverse mode it
+    runs on constants, and ``alpha`` takes the derivative of the 1-D Newton point at the step
+    it returns, alpha - slope(alpha) / curvature(alpha) (the correction is zero in value). The
+    cost is piecewise quadratic along the search, so within the piece that holds alpha that
+    point does not depend on where it is taken from: whenever the search ends on a Newton
+    point of its final piece, as every converged search does, this is exactly the derivative
+    of the unrolled search, without differentiating its ``ls_iterations + 3`` steps (which a
+    fixed-length loop would run to the end under vmap, where a ``cond`` becomes a select).
+    A search cut off by its budget or ending on a bracket midpoint gets the derivative of the
+    minimizer along the search direction instead; one that takes no step, none."""
+    srch = ctx.search
+    v = d.efc_J @ srch
+    mv = d.qM @ srch
+    if not differentiated:
+        return _search(m, d, p, cone, isl, ctx, v, mv), v, mv
+    sg = jax.lax.stop_gradient
+    args = (m, d, cone, isl, ctx, v, mv)
+    alpha = _search(sg(m), sg(d), p, sg(cone), sg(isl), sg(ctx), sg(v), sg(mv))
+
+    def correction(alpha, args):
+        """The Newton point's offset from alpha, zero in value where the search converged."""
+        m, d, cone, isl, ctx, v, mv = args
+        _, _, slope, curvature = _point(m, d, p, cone, isl, ctx, v, mv)(alpha)
+        snorm = _safe_sqrt((ctx.search * ctx.search) @ isl.dof)
+        ok = (snorm >= _MINVAL) & (alpha != 0) & (curvature > _MINVAL)
+        return jp.where(ok, -slope / jp.where(ok, curvature, 1.0), 0.0)
+
+    # a custom_jvp so that the forward pass does not evaluate the correction at all
+    @jax.custom_jvp
+    def step_length(alpha, args):
+        return alpha
+
+    @step_length.defjvp
+    def step_length_jvp(primals, tangents):
+        alpha, args = primals
+        _, dcorrection = jax.jvp(lambda a: correction(alpha, a), (args,), (tangents[1],))
+        return alpha, dcorrection
+
+    return step_length(alpha, args), v, mv
+
+
+def _point(m, d, p, cone, isl: _Islands, ctx: Context, v, mv):
+    """point(alpha) = (alpha, cost, slope, curvature) per island along ctx.search, the
+    curvature kept positive as MuJoCo does."""
+    g1 = (ctx.search * (ctx.Ma - d.qfrc_smooth)) @ isl.dof
+    g2 = (ctx.search * mv) @ isl.dof
+
+    def cost1(alpha):
+        s = _row_update(m, d, p, cone, ctx.jar + (isl.efc @ alpha) * v)[2] @ isl.efc
+        return alpha * g1 + 0.5 * alpha * alpha * g2 + s
+
+    def point(alpha):
+        ones = jp.ones_like(alpha)
+        first = lambda a: jax.jvp(cost1, (a,), (ones,))  # noqa: E731
+        (cost, d1), (_, d2) = jax.jvp(first, (alpha,), (ones,))
+        return alpha, cost, d1, jp.where(d2 > 0, d2, _MINVAL)
+
+    return point
+
+
+def _search(m, d, p, cone, isl: _Islands, ctx: Context, v, mv):
     """MuJoCo 4.0's line search on the piecewise-quadratic cost, one step length per island
     (islands share no row, so each island's cost depends on its own step only and one
     forward-mode pass with a unit tangent gives every island's derivatives).
@@ -299,26 +366,10 @@ def _linesearch(m, d, p, cone, isl: _Islands, ctx: Context, differentiated: bool
     small ``ls_iterations`` (the mujoco-mjx test models use 4) where the search stops
     decides the iterate, so the schedule, not only the minimizer, must be MuJoCo's.
 
-    A step whose searches have all ended changes nothing, so the loop stops there: a
-    ``while_loop`` where the search is not differentiated, else a fixed-length loop whose
-    steps after the end are skipped by a ``cond`` (a select, not a skip, under vmap).
-    Usually two or three of the ``ls_iterations + 3`` steps run."""
+    A step whose searches have all ended changes nothing, so the ``while_loop`` stops there
+    (at most ``ls_iterations + 3`` steps; usually two or three run)."""
     srch = ctx.search
-    v = d.efc_J @ srch
-    mv = d.qM @ srch
-    g1 = (srch * (ctx.Ma - d.qfrc_smooth)) @ isl.dof
-    g2 = (srch * mv) @ isl.dof
-
-    def cost1(alpha):
-        s = _row_update(m, d, p, cone, ctx.jar + (isl.efc @ alpha) * v)[2] @ isl.efc
-        return alpha * g1 + 0.5 * alpha * alpha * g2 + s
-
-    def point(alpha):
-        """(alpha, cost, slope, curvature), the curvature kept positive as MuJoCo does."""
-        ones = jp.ones_like(alpha)
-        first = lambda a: jax.jvp(cost1, (a,), (ones,))  # noqa: E731
-        (cost, d1), (_, d2) = jax.jvp(first, (alpha,), (ones,))
-        return alpha, cost, d1, jp.where(d2 > 0, d2, _MINVAL)
+    point = _point(m, d, p, cone, isl, ctx, v, mv)
 
     def newton(pt):
         return pt[0] - pt[2] / pt[3]
@@ -407,13 +458,9 @@ def _linesearch(m, d, p, cone, isl: _Islands, ctx: Context, differentiated: bool
     # every step evaluates one point; the searches themselves stop MuJoCo's way
     steps = max(1, budget) + 3
     searching = lambda s: jp.any(s["phase"] != done)  # noqa: E731
-    if differentiated:
-        st = jax.lax.fori_loop(0, steps, lambda _, s: jax.lax.cond(
-            searching(s), body, lambda s: s, s), st)
-    else:
-        st = jax.lax.while_loop(lambda c: (c[0] < steps) & searching(c[1]),
-                                lambda c: (c[0] + 1, body(c[1])), (0, st))[1]
-    return st["alpha"], v, mv
+    st = jax.lax.while_loop(lambda c: (c[0] < steps) & searching(c[1]),
+                            lambda c: (c[0] + 1, body(c[1])), (0, st))[1]
+    return st["alpha"]
 
 
 def _cost_change(m, d, p, cone, isl: _Islands, ctx: Context, alpha, v, mv, jar):
@@ -975,8 +1022,9 @@ def solve(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") ->
     Args:
       loop: "fixed" runs exactly opt.iterations iterations in lax.scan (differentiable);
         "early_exit" stops at convergence with lax.while_loop (forward only).
-      adjoint: "unroll" differentiates through the iterations (the derivative of exactly
-        the map computed, converged or not); "implicit" differentiates the optimality
+      adjoint: "unroll" differentiates through the iterations (the derivative of the map
+        computed, converged or not; each line search passes the derivative of its final
+        Newton point, see ``_linesearch``); "implicit" differentiates the optimality
         condition at the returned qacc (the derivative of the exact solution: equal to the
         unrolled one at convergence, cost independent of the iterations, any ``loop``).
     """

@@ -140,6 +140,34 @@ def test_grad_finite(solver_type):
     assert float(jp.abs(g[0]).max()) > 0
 
 
+@pytest.mark.parametrize("solver_type,iterations", [(SolverType.NEWTON, 1),
+                                                    (SolverType.CG, 3)])
+def test_unrolled_derivative_of_an_unconverged_solve(solver_type, iterations):
+    """The unrolled adjoint stopped after 1 or 3 iterations (tolerance 0, so short of the
+    solution, elliptic contacts, limits, friction loss) equals central differences of that
+    same map: the line search, run as a while_loop on constants, passes the derivative of
+    its final Newton point (solver._linesearch)."""
+    opt = dict(CONVERGED, solver=int(solver_type), iterations=iterations, tolerance=0.0,
+               cone=ELLIPTIC)
+    _, _, m, d = setup(CONTACT_XML, seed=1, qvel_noise=0.3, opt=opt)
+    qm_inv = jp.linalg.inv(d.qM)
+
+    def qacc(x):
+        qfrc, aref = x[:m.nv], x[m.nv:]
+        dd = d.replace(qfrc_smooth=qfrc, qacc_smooth=qm_inv @ qfrc, efc_aref=aref)
+        return solver.solve(m, dd).qacc
+
+    x0 = jp.concatenate([d.qfrc_smooth, d.efc_aref])
+    jac = jax.jit(jax.jacrev(qacc))(x0)
+    dirs = jp.asarray(np.random.default_rng(0).standard_normal((4, x0.shape[0])))
+    f = jax.jit(jax.vmap(qacc))
+    eps = 1e-6
+    fd = (f(x0 + eps * dirs) - f(x0 - eps * dirs)) / (2 * eps)
+    moved = f(x0[None])[0] - d.qacc_smooth
+    assert float(jp.abs(moved).max()) > 1e-3  # the contacts do act on this state
+    assert rel_error(dirs @ jac.T, fd) <= 1e-6
+
+
 def test_vmap_batch():
     """A batch of states solves in one vmapped call, each as it does alone."""
     opt = dict(CONVERGED, solver=int(SolverType.NEWTON), iterations=20)
