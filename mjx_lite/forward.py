@@ -129,7 +129,53 @@ def forward(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") 
     return _forward(m, d, loop=loop, adjoint=adjoint, sensors=True)
 
 
+# Elementwise and data-movement primitives, whose outputs reverse mode recomputes instead of
+# saving. A step saves about 1,500 intermediates otherwise (ant), and inside a scan each one
+# costs a write to and a read from its stacked (steps, ...) buffer, while the recomputation
+# fuses into the backward pass's own kernels. Matrix products, loops, the solver's custom
+# derivative rules and everything not listed are still saved.
+_RECOMPUTED = frozenset({
+    "abs", "acos", "add", "and", "argmax", "argmin", "asin", "atan", "atan2", "broadcast_in_dim",
+    "ceil", "clamp", "concatenate", "convert_element_type", "copy", "copy_p", "cos", "cumsum",
+    "div", "dynamic_slice", "dynamic_update_slice", "eq", "exp", "exp2", "expand_dims",
+    "expm1", "floor", "gather", "ge", "gt", "integer_pow", "iota", "is_finite", "le", "log",
+    "log1p", "logistic", "lt", "max", "min", "mul", "ne", "neg", "not", "or", "pad", "pow",
+    "reduce_and", "reduce_max", "reduce_min", "reduce_or", "reduce_sum", "rem", "reshape",
+    "rev", "round", "rsqrt", "select_n", "sign", "sin", "slice", "sqrt", "square", "squeeze",
+    "stop_gradient", "sub", "tan", "tanh", "transpose", "xor",
+})
+
+
+def _saved(prim, *_, **__) -> bool:
+    return prim.name not in _RECOMPUTED
+
+
+def _remat(fn):
+    """``fn`` under ``jax.checkpoint`` with the policy above: plain evaluation and forward
+    mode are unaffected; reverse mode stores about 4x less per step (ant, humanoid) and runs
+    5-15% faster at batch 1. The constraint solve stays outside: its fixed-iteration loop
+    has its own per-iteration checkpoint, which an enclosing policy would undo."""
+    return jax.checkpoint(fn, policy=_saved, prevent_cse=False)
+
+
 def _forward(m: Model, d: Data, *, loop: str, adjoint: str, sensors: bool) -> Data:
+    d = _remat(lambda m, d: _smooth_dynamics(m, d, sensors))(m, d)
+    solve = lambda m, d: constraint_solve(m, d, loop=loop, adjoint=adjoint)  # noqa: E731
+    # not around the unrolled solve: its iteration scan, which checkpoints each iteration,
+    # stores 2.3x more under an enclosing policy (100 iterations)
+    d = (_remat(solve) if adjoint == "implicit" else solve)(m, d)
+    return _remat(lambda m, d: _acceleration_sensors(m, d, sensors))(m, d)
+
+
+def _acceleration_sensors(m: Model, d: Data, sensors: bool) -> Data:
+    if sensors and smooth.needs_rne_post(m):
+        # as mj_sensorAcc: cacc / cfrc_* only when a sensor needs them
+        d = smooth.rne_post_constraint(m, d)
+    return sensor.sensor_acc(m, d) if sensors else d
+
+
+def _smooth_dynamics(m: Model, d: Data, sensors: bool) -> Data:
+    """The stages before the constraint solve, with the position and velocity sensors."""
     # RK4's inner stages skip the sensors, as mj_forwardSkip does inside mj_RungeKutta.
     d = fwd_position(m, d)
     if sensors:
@@ -142,12 +188,7 @@ def _forward(m: Model, d: Data, *, loop: str, adjoint: str, sensors: bool) -> Da
     if sensor.energy_enabled(m):
         d = sensor.energy_vel(m, d)
     d = fwd_actuation(m, d)
-    d = fwd_acceleration(m, d)
-    d = constraint_solve(m, d, loop=loop, adjoint=adjoint)
-    if sensors and smooth.needs_rne_post(m):
-        # as mj_sensorAcc: cacc / cfrc_* only when a sensor needs them
-        d = smooth.rne_post_constraint(m, d)
-    return sensor.sensor_acc(m, d) if sensors else d
+    return fwd_acceleration(m, d)
 
 
 # ------------------------------------------------------------------------------------------
@@ -418,7 +459,7 @@ def _rk4(m: Model, d: Data, loop: str, adjoint: str) -> Data:
     # restore the initial state, then advance it with the weighted derivatives
     last = last.replace(qpos=x0.qpos, qvel=x0.qvel, act=x0.act, time=x0.time,
                         qacc=dacc, qacc_warmstart=last.qacc, sensordata=x0.sensordata)
-    return _advance(m, last, dact, dacc, dvel)
+    return _remat(_advance)(m, last, dact, dacc, dvel)
 
 
 def integrate(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") -> Data:
@@ -426,6 +467,11 @@ def integrate(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll"
     integ = m.opt.integrator
     if integ == IntegratorType.RK4:
         return _rk4(m, d, loop, adjoint)
+    return _remat(_integrate_one_stage)(m, d)
+
+
+def _integrate_one_stage(m: Model, d: Data) -> Data:
+    integ = m.opt.integrator
     d = d.replace(qacc_warmstart=d.qacc)
     if integ == IntegratorType.EULER:
         qacc = _euler_qacc(m, d)

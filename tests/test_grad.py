@@ -219,6 +219,53 @@ def test_transition_jacobians_cartpole_at_limit():
     assert max(errs.values()) <= JAC_RTOL, errs
 
 
+def test_step_recomputes_elementwise_intermediates(monkeypatch):
+    """The checkpoint policy inside ``step`` (``forward._remat``): reverse mode through a
+    rollout of free bodies in contact saves less than half the residual bytes it saves
+    without the checkpoints (2-4x less measured on ant and humanoid). That the derivatives
+    are unchanged is checked against central differences through ``forward``
+    (test_forward.py) and ``step`` (test_solver.py, the acceptance tier here)."""
+    from jax._src.ad_checkpoint import saved_residuals
+
+    forward_module = __import__("sys").modules["mjx_lite.forward"]
+    m = mjx_lite.load_model_from_string(RESTING_BOXES)
+    d = mjx_lite.make_data(m)
+    d = d.replace(qvel=d.qvel.at[0].set(0.3).at[6].set(-0.2))
+
+    def loss(qvel, mass):
+        mm = m.replace(body_mass=mass)
+        out, _ = jax.lax.scan(lambda x, _: (mjx_lite.step(mm, x), None),
+                              d.replace(qvel=qvel), None, length=2)
+        return jp.sum(out.qpos**2) + jp.sum(out.qvel**2)
+
+    assert mjx_lite.step(m, d).ncon >= 2  # both bodies touch the floor
+    saved = {}
+    for name in ("remat", "bare"):
+        if name == "bare":
+            monkeypatch.setattr(forward_module, "_remat", lambda fn: fn)
+        res = saved_residuals(loss, d.qvel, m.body_mass)
+        saved[name] = sum(np.prod(a.shape) * a.dtype.itemsize for a, _ in res)
+    assert saved["remat"] < 0.5 * saved["bare"], saved
+    monkeypatch.undo()
+    # and the derivative through the checkpointed step equals central differences of it
+    x0 = jp.concatenate([d.qvel, m.body_mass])
+    split = lambda x: (x[:m.nv], x[m.nv:])  # noqa: E731
+    one_step = lambda x: jp.sum(mjx_lite.step(m.replace(body_mass=split(x)[1]),  # noqa: E731
+                                              d.replace(qvel=split(x)[0])).qvel ** 2)
+    grad = jax.jit(jax.grad(one_step))(x0)
+    dirs = jp.asarray(np.random.default_rng(0).standard_normal((4, x0.shape[0])))
+    f = jax.jit(jax.vmap(one_step))
+    fd = (f(x0 + FD_EPS * dirs) - f(x0 - FD_EPS * dirs)) / (2 * FD_EPS)
+    assert rel_error(dirs @ grad, fd) <= 1e-6
+
+
+RESTING_BOXES = """
+<mujoco><option iterations="3"/><worldbody><geom type="plane" size="2 2 .1"/>
+<body pos="0 0 .099"><freejoint/><geom type="box" size=".1 .1 .1"/></body>
+<body pos=".5 0 .099"><freejoint/><geom type="capsule" size=".1 .2" euler="0 90 0"/></body>
+</worldbody></mujoco>"""
+
+
 # ------------------------------------------------------------------------------------------
 # acceptance tier
 
