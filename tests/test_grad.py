@@ -222,7 +222,7 @@ def test_transition_jacobians_cartpole_at_limit():
 def test_step_recomputes_elementwise_intermediates(monkeypatch):
     """The checkpoint policy inside ``step`` (``forward._remat``): reverse mode through a
     rollout of free bodies in contact saves less than half the residual bytes it saves
-    without the checkpoints (2-4x less measured on ant and humanoid). That the derivatives
+    without the checkpoints (1.7-4x less measured on ant and humanoid). That the derivatives
     are unchanged is checked against central differences through ``forward``
     (test_forward.py) and ``step`` (test_solver.py, the acceptance tier here)."""
     from jax._src.ad_checkpoint import saved_residuals
