@@ -15,6 +15,7 @@ appends its worst errors to tests/acceptance/grad.txt.
 from __future__ import annotations
 
 import pathlib
+import sys
 
 import jax
 import jax.numpy as jp
@@ -222,13 +223,12 @@ def test_transition_jacobians_cartpole_at_limit():
 def test_step_recomputes_elementwise_intermediates(monkeypatch):
     """The checkpoint policy inside ``step`` (``forward._remat``): reverse mode through a
     rollout of free bodies in contact saves less than half the residual bytes it saves
-    without the checkpoints (1.7-4x less measured on ant and humanoid). That the derivatives
-    are unchanged is checked against central differences through ``forward``
-    (test_forward.py) and ``step`` (test_solver.py, the acceptance tier here)."""
+    without the checkpoints (1.7-4x less measured on ant and humanoid), and the derivative of
+    a checkpointed step equals central differences."""
     from jax._src.ad_checkpoint import saved_residuals
 
-    forward_module = __import__("sys").modules["mjx_lite.forward"]
-    m = mjx_lite.load_model_from_string(RESTING_BOXES)
+    forward_module = sys.modules["mjx_lite.forward"]
+    m = mjx_lite.load_model_from_string(RESTING_BODIES)
     d = mjx_lite.make_data(m)
     d = d.replace(qvel=d.qvel.at[0].set(0.3).at[6].set(-0.2))
 
@@ -249,9 +249,11 @@ def test_step_recomputes_elementwise_intermediates(monkeypatch):
     monkeypatch.undo()
     # and the derivative through the checkpointed step equals central differences of it
     x0 = jp.concatenate([d.qvel, m.body_mass])
-    split = lambda x: (x[:m.nv], x[m.nv:])  # noqa: E731
-    one_step = lambda x: jp.sum(mjx_lite.step(m.replace(body_mass=split(x)[1]),  # noqa: E731
-                                              d.replace(qvel=split(x)[0])).qvel ** 2)
+
+    def one_step(x):
+        qvel, mass = x[:m.nv], x[m.nv:]
+        return jp.sum(mjx_lite.step(m.replace(body_mass=mass), d.replace(qvel=qvel)).qvel ** 2)
+
     grad = jax.jit(jax.grad(one_step))(x0)
     dirs = jp.asarray(np.random.default_rng(0).standard_normal((4, x0.shape[0])))
     f = jax.jit(jax.vmap(one_step))
@@ -259,7 +261,8 @@ def test_step_recomputes_elementwise_intermediates(monkeypatch):
     assert rel_error(dirs @ grad, fd) <= 1e-6
 
 
-RESTING_BOXES = """
+# a box and a capsule touching the floor
+RESTING_BODIES = """
 <mujoco><option iterations="3"/><worldbody><geom type="plane" size="2 2 .1"/>
 <body pos="0 0 .099"><freejoint/><geom type="box" size=".1 .1 .1"/></body>
 <body pos=".5 0 .099"><freejoint/><geom type="capsule" size=".1 .2" euler="0 90 0"/></body>
