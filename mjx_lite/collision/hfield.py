@@ -8,13 +8,16 @@ then columns, then the two triangles), at most ``mjMAXCONPAIR`` = 50.
 
 Box and mesh partners at zero margin are "discrete" shapes for MuJoCo 4.0, whose EPA then
 stops at the first repeated partner vertex: those prisms take ``hfield_ccd``, the port of
-that query (unconverged faces, as MuJoCo reports them). Ellipsoid and cylinder partners at
-zero margin take the same port with MuJoCo's smooth-shape rules (GJK and EPA stopped at
-ccd_tolerance, so the contact is the face EPA stands on then, up to ~1e-3 off in normal from
-the converged one), and so do a sphere whose centre and a capsule whose segment meets the
-prism. With a margin (a traced value, so both run and the margin selects), and for a sphere
-or capsule whose core misses the prism (contacts MuJoCo reports converged), the converged
-GJK/EPA of ``convex``.
+that query (unconverged faces, as MuJoCo reports them). Ellipsoid and cylinder partners
+take the same port with MuJoCo's smooth-shape rules (GJK and EPA stopped at ccd_tolerance,
+so the contact is the face EPA stands on then, up to ~1e-3 off in normal from the converged
+one): at zero margin on every prism; with a margin (measured against 4.0) only where the
+shapes touch or penetrate, both grown by half the margin (dist = margin - depth), while a
+prism apart by more than ccd_tolerance gets its GJK distance (converged here). So do a sphere
+whose centre and a capsule whose segment meets the prism, at zero margin. Otherwise (a box
+or mesh with a margin, a sphere or capsule whose core misses the prism, contacts MuJoCo
+reports converged) the converged GJK/EPA of ``convex``. The margin is traced, so every
+query the partner can need runs and the margin selects.
 
 Static shapes: the window of cells is ``nwin_x`` by ``nwin_y`` cells, fixed per pair group
 from the other geom's ``rbound`` (plus margin) and the grid spacing, computed in numpy when
@@ -95,10 +98,11 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
     hsize) with ``hdata`` (nrow, ncol) elevations in [0, 1] and ``hsize`` (4,).
 
     A box or mesh partner at zero margin (and gap) takes MuJoCo 4.0's discrete-shape query
-    (``hfield_ccd``: EPA stopped at the first repeated partner vertex), an ellipsoid or
-    cylinder, and a sphere or capsule whose core meets the prism, its smooth-shape query
-    (stopped at ccd_tolerance); with a margin, and for a sphere or capsule whose core misses
-    the prism, the converged GJK/EPA. The margin is traced, so both run and it selects."""
+    (``hfield_ccd``: EPA stopped at the first repeated partner vertex); an ellipsoid or
+    cylinder its smooth-shape query (stopped at ccd_tolerance) where it touches or
+    penetrates the prism grown by the margin, the converged distance where it is apart; a
+    sphere or capsule whose core meets the prism the smooth query at zero margin; the rest
+    the converged GJK/EPA (see the module docstring)."""
     nx, ny = nwin
     poly = type2 in DISCRETE_CAPS
     smooth = type2 in SMOOTH_CCD
@@ -165,21 +169,36 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
             shape = None
         elif smooth:
             query = (jp.zeros((1, 3), dt), mat, None, False, p, *SMOOTH_CAPS)
-            shape = (SMOOTH_CCD[type2], size2)
+            # with a margin both shapes are grown by half of it (MuJoCo 4.0's rule)
+            shape = (SMOOTH_CCD[type2], size2, margin)
         needed = live2 & high
+        nprism = prism.shape[0]
+        each = lambda x: None if x is None else jp.broadcast_to(  # noqa: E731
+            x, (nprism,) + x.shape)
+        geoms = (each(zero), each(eye), each(zero), prism, each(p), each(mat), each(size2),
+                 each(verts2))
+        # the converged query first, where its result is used or picks the query
         if cored:
-            # MuJoCo 4.0 measured: a sphere (capsule) whose centre (segment) misses the
-            # prism gets the exact distance of that core minus the radius (the converged
-            # query below); one whose core is inside, the smooth query on the whole geom
+            # MuJoCo 4.0 measured: at zero margin a sphere (capsule) whose centre (segment)
+            # misses the prism gets the exact distance of that core minus the radius (the
+            # converged query); one whose core is inside, the smooth query on the whole
+            # geom. With a margin, the converged query (the smooth query on the grown shapes
+            # where the core is within half the margin matched fewer: 9 against 4 of 1612)
             half = jp.zeros((), dt) if type2 == _G.SPHERE else size2[1]
             ends = (p - half * mat[:, 2], p + half * mat[:, 2])
             inside = jax.vmap(lambda pv: _segment_meets_prism(pv, *ends))(prism)
+            known = (margin == 0) & inside
+        else:
+            known = jp.broadcast_to(margin == 0, needed.shape)
+        dist, normal, cpos = convex.signed_distances(_G.MESH, type2, geoms, needed & ~known)
+        if smooth and not cored:
+            # an ellipsoid or cylinder with a margin, MuJoCo 4.0 measured: apart by more
+            # than ccd_tolerance, its GJK distance (converged here, to well within the
+            # tolerances); touching or penetrating, the smooth query on the grown shapes
+            ccd = known | (dist <= hfield_ccd.TOL)
+        else:
+            ccd = known
         if poly or smooth:
-            # hfield_ccd's query where MuJoCo runs it: zero margin (and, for a sphere or
-            # capsule, a core that meets the prism)
-            ccd = jp.broadcast_to(margin == 0, needed.shape)
-            if cored:
-                ccd = ccd & inside
             # searched only on the prisms that need it (compacted), rebuilt on all
             sg = jax.lax.stop_gradient
             found = convex.compact_map(
@@ -191,15 +210,9 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
             pdist, pnormal, ppos, phit = jax.vmap(
                 lambda pv, f: hfield_ccd.prism_rebuild(pv, *query[:5], f, smooth=shape))(
                 prism, found)
+            pdist = pdist + margin
         else:
             ccd = jp.zeros(needed.shape, bool)
-        # the converged query, searched only where its result is used
-        nprism = prism.shape[0]
-        each = lambda x: None if x is None else jp.broadcast_to(  # noqa: E731
-            x, (nprism,) + x.shape)
-        dist, normal, cpos = convex.signed_distances(
-            _G.MESH, type2, (each(zero), each(eye), each(zero), prism, each(p), each(mat),
-                             each(size2), each(verts2)), needed & ~ccd)
         hit = dist <= margin
         if poly or smooth:
             dist = jp.where(ccd, pdist, dist)

@@ -214,9 +214,17 @@ class Shapes:
         self.prism, self.pts, self.mat, self.local, self.box = prism, pts, mat, local, box
         self.smooth = smooth
 
+    def inflation(self):
+        """Half the contact margin: with a margin, MuJoCo 4.0 grows both shapes by it (the
+        support points move along their directions), so their penetration is margin - dist."""
+        return self.smooth[3] if self.smooth else 0.0
+
     def smooth_point(self, e):
-        """A smooth partner's support point along e (hfield frame)."""
-        kind, size, pos = self.smooth
+        """A smooth partner's support point along e (hfield frame), margin-grown."""
+        kind, size, pos, half = self.smooth
+        return self._smooth_core(kind, size, pos, e) + half * e
+
+    def _smooth_core(self, kind, size, pos, e):
         if kind == "sphere":
             return pos + size[0] * e
         if kind == "capsule":  # MuJoCo's: the cap centre by sign(e.axis), 0 when level
@@ -241,6 +249,10 @@ class Shapes:
         return jp.stack([_dot(self.mat[0], loc), _dot(self.mat[1], loc),
                          _dot(self.mat[2], loc)]) + pos
 
+    def prism_point(self, d, ia):
+        """The prism's point of a vertex found along d with prism id ia (margin-grown)."""
+        return self.prism[ia] + self.inflation() * d
+
     def partner_point(self, d, ib):
         """The partner's point of a vertex found along d with partner id ib."""
         return self.smooth_point(-d) if self.smooth else self.pts[ib]
@@ -257,8 +269,8 @@ class Shapes:
             val = jp.where(t > val, t, val)
         e = -d
         if self.smooth:
-            return self.prism[best] - self.smooth_point(e), best.astype(jp.int32), \
-                jp.zeros((), jp.int32)
+            return self.prism_point(d, best) - self.smooth_point(e), \
+                best.astype(jp.int32), jp.zeros((), jp.int32)
         loc = jp.stack([_dot(self.mat[:, 0], e), _dot(self.mat[:, 1], e),
                         _dot(self.mat[:, 2], e)])
         if self.box:
@@ -446,7 +458,7 @@ def _epa(sh: Shapes, TA, TB, TD, nv_cap: int, nf_cap: int):
     ccd_tolerance of the nearest face (this iteration's bound, not the running minimum:
     measured, that is what reproduces MuJoCo 4.0's ellipsoid and cylinder contacts)."""
     dt = sh.prism.dtype
-    W0 = sh.prism[TA] - jax.vmap(sh.partner_point)(TD, TB)
+    W0 = jax.vmap(sh.prism_point)(TD, TA) - jax.vmap(sh.partner_point)(TD, TB)
     VD = jp.zeros((nv_cap, 3), dt).at[:4].set(TD)
     VW = jp.zeros((nv_cap, 3), dt).at[:4].set(W0)
     VA = jp.zeros(nv_cap, jp.int32).at[:4].set(TA)
@@ -645,14 +657,20 @@ def prism_contact(prism, pts, mat, local, box: bool, center2, nv_cap: int, nf_ca
       local: (nv, 3) a mesh's vertices in its frame (None for a box).
       box: static, whether the partner is a box.
       center2: (3,) the partner's centre.
-      smooth: (geom type name, size) of a sphere, capsule, ellipsoid or cylinder partner
-        (``pts`` unused),
-        whose support points are recomputed from the search's directions.
+      smooth: (geom type name, size[, margin]) of a sphere, capsule, ellipsoid or cylinder
+        partner (``pts`` unused), whose support points are recomputed from the search's
+        directions; with a margin both shapes are grown by half of it (the returned dist
+        is then the grown shapes' -depth: the contact's dist is margin + dist).
     Returns:
       (dist, normal from prism to partner, pos, ok): ok where MuJoCo reports a contact.
     """
     found = prism_search(prism, pts, mat, local, box, center2, nv_cap, nf_cap, smooth)
     return prism_rebuild(prism, pts, mat, local, box, center2, found, smooth)
+
+
+def _inflation(smooth):
+    """Half the contact margin from ``smooth`` = (kind, size[, margin]); 0 when not given."""
+    return 0.5 * smooth[2] if len(smooth) > 2 else jp.zeros((), smooth[1].dtype)
 
 
 def prism_search(prism, pts, mat, local, box: bool, center2, nv_cap: int, nf_cap: int,
@@ -661,7 +679,8 @@ def prism_search(prism, pts, mat, local, box: bool, center2, nv_cap: int, nf_cap
     inputs: (ok, prism vertex ids (3,), partner vertex ids (3,), support directions (3, 3))
     of the nearest face."""
     sg = jax.lax.stop_gradient
-    sm = None if smooth is None else (smooth[0], sg(smooth[1]), sg(center2))
+    sm = None if smooth is None else (smooth[0], sg(smooth[1]), sg(center2),
+                                      sg(_inflation(smooth)))
     sh = Shapes(sg(prism), sg(pts), sg(mat), None if local is None else sg(local), box, sm)
     p6 = sh.prism
     six = 0.0 * p6[0, 0] + 6.0  # not a constant: see _vdiv
@@ -676,6 +695,8 @@ def prism_rebuild(prism, pts, mat, local, box: bool, center2, found, smooth=None
     (differentiable): (dist, normal, pos, ok)."""
     ok_s, ia, ib, dv = found
     traced = Shapes(prism, pts, mat, local, box,
-                    None if smooth is None else (smooth[0], smooth[1], center2))
-    dist, n, pos, ok_c = _contact(prism[ia], jax.vmap(traced.partner_point)(dv, ib))
+                    None if smooth is None else (smooth[0], smooth[1], center2,
+                                                 _inflation(smooth)))
+    dist, n, pos, ok_c = _contact(jax.vmap(traced.prism_point)(dv, ia),
+                                  jax.vmap(traced.partner_point)(dv, ib))
     return dist, n, pos, ok_s & ok_c & (dist < 0)
