@@ -164,14 +164,14 @@ def _forward(m: Model, d: Data, *, loop: str, adjoint: str, sensors: bool) -> Da
     # not around the unrolled solve: its iteration scan, which checkpoints each iteration,
     # stores 2.3x more under an enclosing policy (100 iterations)
     d = (_remat(solve) if adjoint == "implicit" else solve)(m, d)
-    return _remat(lambda m, d: _acceleration_sensors(m, d, sensors))(m, d)
+    return _remat(_acceleration_sensors)(m, d) if sensors else d
 
 
-def _acceleration_sensors(m: Model, d: Data, sensors: bool) -> Data:
-    if sensors and smooth.needs_rne_post(m):
+def _acceleration_sensors(m: Model, d: Data) -> Data:
+    if smooth.needs_rne_post(m):
         # as mj_sensorAcc: cacc / cfrc_* only when a sensor needs them
         d = smooth.rne_post_constraint(m, d)
-    return sensor.sensor_acc(m, d) if sensors else d
+    return sensor.sensor_acc(m, d)
 
 
 def _smooth_dynamics(m: Model, d: Data, sensors: bool) -> Data:

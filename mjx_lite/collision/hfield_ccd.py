@@ -227,25 +227,30 @@ class Shapes:
     def _smooth_core(self, kind, size, pos, e):
         if kind == "sphere":
             return pos + size[0] * e
-        if kind == "capsule":  # MuJoCo's: the cap centre by sign(e.axis), 0 when level
-            axis = self.mat[:, 2]
-            return pos + jp.sign(_dot(axis, e)) * size[1] * axis + size[0] * e
         u = jp.stack([_dot(self.mat[:, 0], e), _dot(self.mat[:, 1], e),
                       _dot(self.mat[:, 2], e)])
-        if kind == "ellipsoid":
-            t = size * u
+        # MuJoCo 4.0's support functions (mjc_capsuleSupport, mjc_ellipsoidSupport,
+        # mjc_cylinderSupport) in their order of operations: axis-aligned poses tie on the
+        # last bit
+        if kind == "capsule":  # the upper cap's centre for a level or upward u
+            loc = u * size[0]
+            loc = loc.at[2].add(jp.where(u[2] >= 0, size[1], -size[1]))
+        elif kind == "ellipsoid":
+            t = rounded(u * size)
             tt = _dot(t, t)
             # square roots of 0 guarded: unused polytope slots hold zero directions, whose
             # derivative would otherwise be 0 * inf
-            tn = jp.sqrt(jp.where(tt > 0, tt, 1.0))
-            loc = jp.where(tt > 0, _vdiv(size * t, tn), 0.0)
-        else:  # cylinder: the rim point along u's radial part, the cap along its axial one
-            # (MuJoCo's: no rim point below mjMINVAL, sign(0) = 0 on the axis)
-            r2 = u[0] * u[0] + u[1] * u[1]
+            big = tt >= MINVAL * MINVAL  # MuJoCo: norm >= mjMINVAL, else the x vertex
+            inv = 1.0 / jp.sqrt(jp.where(big, tt, 1.0))
+            first = jp.zeros(3, size.dtype).at[0].set(size[0])
+            loc = jp.where(big, t * rounded(inv * size), first)
+        else:  # cylinder: the rim point along u's radial part (none below mjMINVAL), the
+            # top cap for a level or upward u
+            r2 = _round1(u[0] * u[0]) + _round1(u[1] * u[1])
             big = r2 > MINVAL * MINVAL
-            r = jp.sqrt(jp.where(big, r2, 1.0))
-            rim = jp.where(big, _vdiv(u[:2], r) * size[0], 0.0)
-            loc = jp.concatenate([rim, (jp.sign(u[2]) * size[1])[None]])
+            scale = size[0] / jp.sqrt(jp.where(big, r2, 1.0))
+            rim = jp.where(big, u[:2] * scale, 0.0)
+            loc = jp.concatenate([rim, jp.where(u[2] >= 0, size[1], -size[1])[None]])
         return jp.stack([_dot(self.mat[0], loc), _dot(self.mat[1], loc),
                          _dot(self.mat[2], loc)]) + pos
 
@@ -683,6 +688,7 @@ def prism_search(prism, pts, mat, local, box: bool, center2, nv_cap: int, nf_cap
                                       sg(_inflation(smooth)))
     sh = Shapes(sg(prism), sg(pts), sg(mat), None if local is None else sg(local), box, sm)
     p6 = sh.prism
+    # the sum divided by 6 (scaling it by 1/6 instead matched 7 fewer cylinder contacts)
     six = 0.0 * p6[0, 0] + 6.0  # not a constant: see _vdiv
     c1 = _vdiv(((((p6[0] + p6[1]) + p6[2]) + p6[3]) + p6[4]) + p6[5], six)
     ok_g, TA, TB, TD = _gjk(sh, c1 - sg(center2))
