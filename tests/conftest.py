@@ -23,10 +23,16 @@ jax.config.update("jax_enable_x64", True)
 # write has crashed (SIGSEGV or abort in put_executable_and_time) in hour-long acceptance runs
 # sharing a busy machine.
 _CACHE_DIR = os.environ.get("JAX_COMPILATION_CACHE_DIR", str(REPO_ROOT / ".jax_cache"))
+# pytest-xdist starts its workers after this file is imported, from this environment: the
+# "off" is passed on in MJX_LITE_CACHE_OFF (before it was, the workers of a CI run took the
+# popped variable for "no setting" and cached in .jax_cache, and one aborted there)
+if os.environ.get("MJX_LITE_CACHE_OFF") == "1":
+    _CACHE_DIR = "off"
 # (JAX reads the variable itself too, so "off" is undone explicitly)
 jax.config.update("jax_compilation_cache_dir", None if _CACHE_DIR == "off" else _CACHE_DIR)
 if _CACHE_DIR == "off":  # and subprocesses (CLI tests) must not take "off" for a folder
     os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
+    os.environ["MJX_LITE_CACHE_OFF"] = "1"
 # Cache every program: the test suite is many small jits, each below the 1 s default threshold.
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

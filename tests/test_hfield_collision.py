@@ -264,13 +264,15 @@ def test_hfield_smooth_partner_matches_mujoco():
     assert w["frame"] < 1e-9 and w["dist"] < 1e-12, w
 
 
-def test_hfield_margin_smooth_partner_matches_mujoco():
-    """An ellipsoid with a margin (0.01 per geom), MuJoCo 4.0's rule: prisms apart from it
-    by more than ccd_tolerance get the GJK distance (converged here); touching or
-    penetrating ones, the smooth query on both shapes grown by half the pair's margin, dist
-    = margin - depth (its normals up to ~1e-3 off the converged ones). Before this rule:
-    1177 of 1740 contacts off in the margin acceptance table."""
-    w = hfield_sweep("ellipsoid", n=4, margin=0.01)
+@pytest.mark.parametrize("g2", ["ellipsoid", "box"])
+def test_hfield_margin_matches_mujoco(g2):
+    """A partner with a margin (0.01 per geom), MuJoCo 4.0's rule: prisms apart from it by
+    more than ccd_tolerance get the GJK distance (converged here); touching or penetrating
+    ones, the smooth-shape query (a box is no longer discrete) on both shapes grown by half
+    the pair's margin, dist = margin - depth (normals up to ~1e-3 off the converged ones).
+    Before this rule, in the margin acceptance table: ellipsoid 1177 of 1740 contacts off,
+    box 7 of 1966."""
+    w = hfield_sweep(g2, n=4, margin=0.01)
     assert w["ncon"] > 100 and w["count_off"] == 0 and w["off"] == 0, w
     assert w["frame"] < 1e-4 and w["dist"] < 1e-8, w
 
@@ -315,10 +317,10 @@ def test_hfield_margin_visits_cells_within_margin():
 @pytest.mark.acceptance
 def test_hfield_margin_acceptance():
     """Nonzero margin (0.01 per geom, 0.02 for the pair) on every partner, on the cells
-    under the box grown by the margin. Ellipsoid and cylinder: MuJoCo 4.0's rule (the
-    converged distance where apart by more than ccd_tolerance, else the smooth query on
-    both shapes grown by half the margin; before it, 1177 and 737 contacts were off);
-    sphere, capsule, box and mesh: the converged query against the prisms as they are."""
+    under the box grown by the margin. Box, mesh, ellipsoid and cylinder: MuJoCo 4.0's rule
+    (the converged distance where apart by more than ccd_tolerance, else the smooth-shape
+    query on both shapes grown by half the margin; before it 7, 28, 1177 and 737 contacts
+    were off); sphere and capsule: the converged query against the prisms as they are."""
     header = ["height field as test_hfield_acceptance, margin 0.01 per geom (pair 0.02), 50",
               "poses per partner, the columns as there", ""]
     for w in _hfield_table(ACCEPTANCE_DIR / "collision_hfield_margin.txt", header, 0.01):

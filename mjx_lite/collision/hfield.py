@@ -8,16 +8,19 @@ then columns, then the two triangles), at most ``mjMAXCONPAIR`` = 50.
 
 Box and mesh partners at zero margin are "discrete" shapes for MuJoCo 4.0, whose EPA then
 stops at the first repeated partner vertex: those prisms take ``hfield_ccd``, the port of
-that query (unconverged faces, as MuJoCo reports them). Ellipsoid and cylinder partners
-take the same port with MuJoCo's smooth-shape rules (GJK and EPA stopped at ccd_tolerance,
-so the contact is the face EPA stands on then, up to ~1e-3 off in normal from the converged
-one): at zero margin on every prism; with a margin (measured against 4.0) only where the
-shapes touch or penetrate, both grown by half the margin (dist = margin - depth), while a
-prism apart by more than ccd_tolerance gets its GJK distance (converged here). So do a sphere
-whose centre and a capsule whose segment meets the prism, at zero margin. Otherwise (a box
-or mesh with a margin, a sphere or capsule whose core misses the prism, contacts MuJoCo
-reports converged) the converged GJK/EPA of ``convex``. The margin is traced, so every
-query the partner can need runs and the margin selects.
+that query (unconverged faces, as MuJoCo reports them). Ellipsoid and cylinder partners at
+zero margin take the same port with MuJoCo's smooth-shape rules (GJK and EPA stopped at
+ccd_tolerance, so the contact is the face EPA stands on then, up to ~1e-3 off in normal from
+the converged one), and so do a sphere whose centre and a capsule whose segment meets the
+prism.
+
+With a margin (measured against 4.0), a box, mesh, ellipsoid or cylinder partner that
+touches or penetrates a prism takes the port with the smooth-shape rules on both shapes
+grown by half the margin (dist = margin - depth); one apart by more than ccd_tolerance gets
+its GJK distance, which the converged GJK/EPA of ``convex`` gives to well within the
+tolerances. A sphere or capsule whose core misses the prism (any margin) gets the converged
+query too, as MuJoCo reports those converged. The margin is traced, so every query the
+partner can need runs, each on the prisms it serves, and the margin selects.
 
 Static shapes: the window of cells is ``nwin_x`` by ``nwin_y`` cells, fixed per pair group
 from the other geom's ``rbound`` (plus margin) and the grid spacing, computed in numpy when
@@ -98,11 +101,11 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
     hsize) with ``hdata`` (nrow, ncol) elevations in [0, 1] and ``hsize`` (4,).
 
     A box or mesh partner at zero margin (and gap) takes MuJoCo 4.0's discrete-shape query
-    (``hfield_ccd``: EPA stopped at the first repeated partner vertex); an ellipsoid or
-    cylinder its smooth-shape query (stopped at ccd_tolerance) where it touches or
-    penetrates the prism grown by the margin, the converged distance where it is apart; a
-    sphere or capsule whose core meets the prism the smooth query at zero margin; the rest
-    the converged GJK/EPA (see the module docstring)."""
+    (``hfield_ccd``: EPA stopped at the first repeated partner vertex), an ellipsoid or
+    cylinder (and a sphere or capsule whose core meets the prism) its smooth-shape query;
+    with a margin, a partner touching or penetrating the prism the smooth-shape query on
+    both shapes grown by half the margin, the others the converged GJK/EPA (see the module
+    docstring)."""
     nx, ny = nwin
     poly = type2 in DISCRETE_CAPS
     smooth = type2 in SMOOTH_CCD
@@ -165,12 +168,9 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
             box = type2 == _G.BOX
             pts = (hfield_ccd.box_points(p, mat, size2) if box
                    else hfield_ccd.mesh_points(p, mat, verts2))
-            query = (pts, mat, None if box else verts2, box, p, *DISCRETE_CAPS[type2])
-            shape = None
+            partner = (pts, mat, None if box else verts2, box, p)
         elif smooth:
-            query = (jp.zeros((1, 3), dt), mat, None, False, p, *SMOOTH_CAPS)
-            # with a margin both shapes are grown by half of it (MuJoCo 4.0's rule)
-            shape = (SMOOTH_CCD[type2], size2, margin)
+            partner = (jp.zeros((1, 3), dt), mat, None, False, p)
         needed = live2 & high
         nprism = prism.shape[0]
         each = lambda x: None if x is None else jp.broadcast_to(  # noqa: E731
@@ -191,34 +191,39 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
         else:
             known = jp.broadcast_to(margin == 0, needed.shape)
         dist, normal, cpos = convex.signed_distances(_G.MESH, type2, geoms, needed & ~known)
-        if smooth and not cored:
-            # an ellipsoid or cylinder with a margin, MuJoCo 4.0 measured: apart by more
-            # than ccd_tolerance, its GJK distance (converged here, to well within the
-            # tolerances); touching or penetrating, the smooth query on the grown shapes
-            ccd = known | (dist <= hfield_ccd.TOL)
-        else:
-            ccd = known
-        if poly or smooth:
-            # searched only on the prisms that need it (compacted), rebuilt on all
-            sg = jax.lax.stop_gradient
+        # MuJoCo 4.0 measured, with a margin: a partner apart from the prism by more than
+        # ccd_tolerance gets its GJK distance (converged here, to well within the
+        # tolerances); a touching or penetrating one, the query on both shapes grown by half
+        # the margin with the smooth-shape stops (dist = margin - depth). Spheres and
+        # capsules excepted (above).
+        grown = needed & (margin > 0) & (dist <= hfield_ccd.TOL)
+        sg = jax.lax.stop_gradient
+
+        def query(current, mask, caps, shape, qmargin):
+            """``current`` (dist, normal, pos, hit) with hfield_ccd's query on the ``mask``ed
+            prisms (searched compacted, rebuilt on all)."""
             found = convex.compact_map(
-                lambda skip, pv: hfield_ccd.prism_search(pv, *query, smooth=shape),
-                needed & ccd, (sg(prism),),
+                lambda skip, pv: hfield_ccd.prism_search(pv, *partner, *caps, smooth=shape,
+                                                         margin=qmargin),
+                mask, (sg(prism),),
                 (jp.zeros(needed.shape, bool), *(jp.zeros(needed.shape + (3,), jp.int32)
                                                   for _ in range(2)),
                  jp.zeros(needed.shape + (3, 3), dt)))
             pdist, pnormal, ppos, phit = jax.vmap(
-                lambda pv, f: hfield_ccd.prism_rebuild(pv, *query[:5], f, smooth=shape))(
-                prism, found)
-            pdist = pdist + margin
-        else:
-            ccd = jp.zeros(needed.shape, bool)
-        hit = dist <= margin
-        if poly or smooth:
-            dist = jp.where(ccd, pdist, dist)
-            normal = jp.where(jp.reshape(ccd, (-1, 1)), pnormal, normal)
-            cpos = jp.where(jp.reshape(ccd, (-1, 1)), ppos, cpos)
-            hit = jp.where(ccd, phit, hit)
+                lambda pv, f: hfield_ccd.prism_rebuild(pv, *partner, f, smooth=shape,
+                                                       margin=qmargin))(prism, found)
+            new = (pdist + margin, pnormal, ppos, phit)
+            return tuple(jp.where(mask.reshape(mask.shape + (1,) * (a.ndim - 1)), a, b)
+                         for a, b in zip(new, current))
+
+        contact = (dist, normal, cpos, dist <= margin)
+        if poly:  # the discrete query at zero margin, the grown one with a margin
+            contact = query(contact, needed & known, DISCRETE_CAPS[type2], None, None)
+            contact = query(contact, grown, SMOOTH_CAPS, None, margin)
+        elif smooth:
+            contact = query(contact, needed & (known if cored else known | grown), SMOOTH_CAPS,
+                            (SMOOTH_CCD[type2], size2), margin)
+        dist, normal, cpos, hit = contact
         ok = live2 & high & hit
         # the first MAXCONPAIR contacts in visiting order
         rank = jp.cumsum(ok) - 1

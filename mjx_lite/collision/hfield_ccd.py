@@ -14,6 +14,9 @@ face found so far: most contacts are unconverged faces, not penetration depths.
   nearest face, new faces in horizon order), stopped on upper - lower < mjMINVAL, on a
   repeated partner vertex, or when no candidate is left.
 
+With a margin (``margin``), both shapes are grown by half of it and, no longer discrete,
+take the smooth-shape stops, as 4.0 does for a prism the partner touches or penetrates.
+
 Shapes: both loops are ``lax.while_loop``s over fixed-capacity arrays (vertices, faces, map,
 DFS stack, horizon), whose state is frozen once a stop is reached, so they jit and vmap. The
 search runs on ``stop_gradient``-ed inputs and returns only the nearest face's vertex ids
@@ -207,22 +210,24 @@ class Shapes:
     ``mat.T d``) else a mesh (support the argmax of ``local @ mat.T d``, ``local`` its
     geom-frame vertices). ``smooth``: None for those, else (geom type, size, centre) of a
     sphere, capsule, ellipsoid or cylinder partner, whose support point is computed, not
-    chosen.
+    chosen. ``half``: None at zero margin, else half the contact margin: MuJoCo 4.0 then
+    grows both shapes by it (the support points move along their directions, so the grown
+    shapes' penetration is margin - dist) and, the shapes being no longer discrete, stops
+    GJK and EPA at ccd_tolerance as for smooth ones (``soft``).
     """
 
-    def __init__(self, prism, pts, mat, local, box, smooth=None):
+    def __init__(self, prism, pts, mat, local, box, smooth=None, half=None):
         self.prism, self.pts, self.mat, self.local, self.box = prism, pts, mat, local, box
-        self.smooth = smooth
+        self.smooth, self.half = smooth, half
+        self.soft = smooth is not None or half is not None
 
     def inflation(self):
-        """Half the contact margin: with a margin, MuJoCo 4.0 grows both shapes by it (the
-        support points move along their directions), so their penetration is margin - dist."""
-        return self.smooth[3] if self.smooth else 0.0
+        return 0.0 if self.half is None else self.half
 
     def smooth_point(self, e):
         """A smooth partner's support point along e (hfield frame), margin-grown."""
-        kind, size, pos, half = self.smooth
-        return self._smooth_core(kind, size, pos, e) + half * e
+        kind, size, pos = self.smooth
+        return self._smooth_core(kind, size, pos, e) + self.inflation() * e
 
     def _smooth_core(self, kind, size, pos, e):
         if kind == "sphere":
@@ -256,11 +261,13 @@ class Shapes:
 
     def prism_point(self, d, ia):
         """The prism's point of a vertex found along d with prism id ia (margin-grown)."""
-        return self.prism[ia] + self.inflation() * d
+        return self.prism[ia] if self.half is None else self.prism[ia] + self.half * d
 
     def partner_point(self, d, ib):
         """The partner's point of a vertex found along d with partner id ib."""
-        return self.smooth_point(-d) if self.smooth else self.pts[ib]
+        if self.smooth:
+            return self.smooth_point(-d)
+        return self.pts[ib] if self.half is None else self.pts[ib] - self.half * d
 
     def support(self, d):
         """Support of prism - partner along d: (w, prism vertex id, partner vertex id; 0
@@ -283,7 +290,7 @@ class Shapes:
             ib = s[0].astype(jp.int32) + 2 * s[1].astype(jp.int32) + 4 * s[2].astype(jp.int32)
         else:
             ib = jp.argmax(_dot(self.local, loc[None])).astype(jp.int32)
-        return self.prism[best] - self.pts[ib], best.astype(jp.int32), ib
+        return self.prism_point(d, best) - self.partner_point(d, ib), best.astype(jp.int32), ib
 
 
 def box_points(pos, mat, size):
@@ -332,7 +339,7 @@ def _gjk(sh: Shapes, x0):
         SW = st["SW"].at[ns].set(w)
         SA = st["SA"].at[ns].set(ia)
         SB = st["SB"].at[ns].set(ib)
-        if sh.smooth:
+        if sh.soft:
             g_sep1 = 2.0 * _dot(x, x - w) < TOL * TOL
         else:
             g_sep1 = _dot(x, x - w) < 0
@@ -564,7 +571,7 @@ def _epa(sh: Shapes, TA, TB, TD, nv_cap: int, nf_cap: int):
         better = uk < st["upper"]
         upper = jp.where(go & better, uk, st["upper"])
         upper2 = jp.where(go & better, uk * uk, st["upper2"])
-        if sh.smooth:
+        if sh.soft:
             stop3 = go & (uk - lower < TOL)
             stop4 = jp.zeros((), bool)
         else:
@@ -650,7 +657,7 @@ def _contact(A, B):
 
 
 def prism_contact(prism, pts, mat, local, box: bool, center2, nv_cap: int, nf_cap: int,
-                  smooth=None):
+                  smooth=None, margin=None):
     """MuJoCo 4.0's contact of a prism (6, 3) and a polytope or a smooth shape, in the
     height field frame.
 
@@ -662,31 +669,34 @@ def prism_contact(prism, pts, mat, local, box: bool, center2, nv_cap: int, nf_ca
       local: (nv, 3) a mesh's vertices in its frame (None for a box).
       box: static, whether the partner is a box.
       center2: (3,) the partner's centre.
-      smooth: (geom type name, size[, margin]) of a sphere, capsule, ellipsoid or cylinder
-        partner (``pts`` unused), whose support points are recomputed from the search's
-        directions; with a margin both shapes are grown by half of it (the returned dist
-        is then the grown shapes' -depth: the contact's dist is margin + dist).
+      smooth: (geom type name, size) of a sphere, capsule, ellipsoid or cylinder partner
+        (``pts`` unused), whose support points are recomputed from the search's
+        directions.
+      margin: None, or the contact margin: both shapes are then grown by half of it and
+        the query takes the smooth-shape stops (``Shapes``); the returned dist is the grown
+        shapes' -depth, so the contact's dist is margin + dist.
     Returns:
       (dist, normal from prism to partner, pos, ok): ok where MuJoCo reports a contact.
     """
-    found = prism_search(prism, pts, mat, local, box, center2, nv_cap, nf_cap, smooth)
-    return prism_rebuild(prism, pts, mat, local, box, center2, found, smooth)
+    found = prism_search(prism, pts, mat, local, box, center2, nv_cap, nf_cap, smooth, margin)
+    return prism_rebuild(prism, pts, mat, local, box, center2, found, smooth, margin)
 
 
-def _inflation(smooth):
-    """Half the contact margin from ``smooth`` = (kind, size[, margin]); 0 when not given."""
-    return 0.5 * smooth[2] if len(smooth) > 2 else jp.zeros((), smooth[1].dtype)
+def _shapes(prism, pts, mat, local, box, center2, smooth, margin):
+    return Shapes(prism, pts, mat, local, box,
+                  None if smooth is None else (smooth[0], smooth[1], center2),
+                  None if margin is None else 0.5 * margin)
 
 
 def prism_search(prism, pts, mat, local, box: bool, center2, nv_cap: int, nf_cap: int,
-                 smooth=None):
+                 smooth=None, margin=None):
     """The search part of ``prism_contact`` (same arguments), on ``stop_gradient``-ed
     inputs: (ok, prism vertex ids (3,), partner vertex ids (3,), support directions (3, 3))
     of the nearest face."""
     sg = jax.lax.stop_gradient
-    sm = None if smooth is None else (smooth[0], sg(smooth[1]), sg(center2),
-                                      sg(_inflation(smooth)))
-    sh = Shapes(sg(prism), sg(pts), sg(mat), None if local is None else sg(local), box, sm)
+    sh = _shapes(*jax.tree.map(sg, (prism, pts, mat, local)), box, sg(center2),
+                 None if smooth is None else (smooth[0], sg(smooth[1])),
+                 None if margin is None else sg(margin))
     p6 = sh.prism
     # the sum divided by 6 (scaling it by 1/6 instead matched 7 fewer cylinder contacts)
     six = 0.0 * p6[0, 0] + 6.0  # not a constant: see _vdiv
@@ -696,13 +706,12 @@ def prism_search(prism, pts, mat, local, box: bool, center2, nv_cap: int, nf_cap
     return ok_g & ok_e, ia, ib, dv
 
 
-def prism_rebuild(prism, pts, mat, local, box: bool, center2, found, smooth=None):
+def prism_rebuild(prism, pts, mat, local, box: bool, center2, found, smooth=None,
+                  margin=None):
     """The contact of ``prism_search``'s face (``found``), on the traced inputs
     (differentiable): (dist, normal, pos, ok)."""
     ok_s, ia, ib, dv = found
-    traced = Shapes(prism, pts, mat, local, box,
-                    None if smooth is None else (smooth[0], smooth[1], center2,
-                                                 _inflation(smooth)))
+    traced = _shapes(prism, pts, mat, local, box, center2, smooth, margin)
     dist, n, pos, ok_c = _contact(jax.vmap(traced.prism_point)(dv, ia),
                                   jax.vmap(traced.partner_point)(dv, ib))
     return dist, n, pos, ok_s & ok_c & (dist < 0)
