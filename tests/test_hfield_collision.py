@@ -320,7 +320,8 @@ def test_hfield_margin_acceptance():
     under the box grown by the margin. Box, mesh, ellipsoid and cylinder: MuJoCo 4.0's rule
     (the converged distance where apart by more than ccd_tolerance, else the smooth-shape
     query on both shapes grown by half the margin; before it 7, 28, 1177 and 737 contacts
-    were off); sphere and capsule: the converged query against the prisms as they are."""
+    were off); sphere and capsule: the grown query where the core meets the bare prism,
+    else the converged one (before: the converged one everywhere, sphere 7 off)."""
     header = ["height field as test_hfield_acceptance, margin 0.01 per geom (pair 0.02), 50",
               "poses per partner, the columns as there", ""]
     for w in _hfield_table(ACCEPTANCE_DIR / "collision_hfield_margin.txt", header, 0.01):

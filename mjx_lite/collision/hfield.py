@@ -18,9 +18,10 @@ With a margin (measured against 4.0), a box, mesh, ellipsoid or cylinder partner
 touches or penetrates a prism takes the port with the smooth-shape rules on both shapes
 grown by half the margin (dist = margin - depth); one apart by more than ccd_tolerance gets
 its GJK distance, which the converged GJK/EPA of ``convex`` gives to well within the
-tolerances. A sphere or capsule whose core misses the prism (any margin) gets the converged
-query too, as MuJoCo reports those converged. The margin is traced, so every query the
-partner can need runs, each on the prisms it serves, and the margin selects.
+tolerances. A sphere or capsule takes the grown smooth query where its core meets the bare
+prism and the converged query elsewhere (any margin), as MuJoCo reports those converged.
+The margin is traced, so every query the partner can need runs, each on the prisms it
+serves, and the margin selects.
 
 Static shapes: the window of cells is ``nwin_x`` by ``nwin_y`` cells, fixed per pair group
 from the other geom's ``rbound`` (plus margin) and the grid spacing, computed in numpy when
@@ -103,9 +104,9 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
     A box or mesh partner at zero margin (and gap) takes MuJoCo 4.0's discrete-shape query
     (``hfield_ccd``: EPA stopped at the first repeated partner vertex), an ellipsoid or
     cylinder (and a sphere or capsule whose core meets the prism) its smooth-shape query;
-    with a margin, a partner touching or penetrating the prism the smooth-shape query on
-    both shapes grown by half the margin, the others the converged GJK/EPA (see the module
-    docstring)."""
+    with a margin, a partner touching or penetrating the prism (a sphere or capsule: whose
+    core meets it) the smooth-shape query on both shapes grown by half the margin, the
+    others the converged GJK/EPA (see the module docstring)."""
     nx, ny = nwin
     poly = type2 in DISCRETE_CAPS
     smooth = type2 in SMOOTH_CCD
@@ -179,15 +180,15 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
                  each(verts2))
         # the converged query first, where its result is used or picks the query
         if cored:
-            # MuJoCo 4.0 measured: at zero margin a sphere (capsule) whose centre (segment)
-            # misses the prism gets the exact distance of that core minus the radius (the
-            # converged query); one whose core is inside, the smooth query on the whole
-            # geom. With a margin, the converged query (the smooth query on the grown shapes
-            # where the core is within half the margin matched fewer: 9 against 4 of 1612)
+            # MuJoCo 4.0 measured: a sphere (capsule) whose centre (segment) misses the bare
+            # prism gets the exact distance of that core minus the radius (the converged
+            # query); one whose core is inside, the smooth query on the whole geom (grown by
+            # half the margin with the prism). Testing the core against the prism grown by
+            # half the margin instead matched fewer (9 against 0 of 1612 contacts off)
             half = jp.zeros((), dt) if type2 == _G.SPHERE else size2[1]
             ends = (p - half * mat[:, 2], p + half * mat[:, 2])
             inside = jax.vmap(lambda pv: _segment_meets_prism(pv, *ends))(prism)
-            known = (margin == 0) & inside
+            known = inside
         else:
             known = jp.broadcast_to(margin == 0, needed.shape)
         dist, normal, cpos = convex.signed_distances(_G.MESH, type2, geoms, needed & ~known)
