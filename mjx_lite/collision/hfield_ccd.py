@@ -210,10 +210,10 @@ class Shapes:
     ``mat.T d``) else a mesh (support the argmax of ``local @ mat.T d``, ``local`` its
     geom-frame vertices). ``smooth``: None for those, else (geom type, size, centre) of a
     sphere, capsule, ellipsoid or cylinder partner, whose support point is computed, not
-    chosen. ``half``: None at zero margin, else half the contact margin: MuJoCo 4.0 then
-    grows both shapes by it (the support points move along their directions, so the grown
-    shapes' penetration is margin - dist) and, the shapes being no longer discrete, stops
-    GJK and EPA at ccd_tolerance as for smooth ones (``soft``).
+    chosen. ``half``: None where no margin is given, else half the contact margin: MuJoCo 4.0
+    then grows both shapes by it (the support points move along their directions, so the
+    grown shapes' penetration is margin - dist) and, the shapes being no longer discrete,
+    stops GJK and EPA at ccd_tolerance as for smooth ones (``soft``).
     """
 
     def __init__(self, prism, pts, mat, local, box, smooth=None, half=None):
@@ -221,13 +221,10 @@ class Shapes:
         self.smooth, self.half = smooth, half
         self.soft = smooth is not None or half is not None
 
-    def inflation(self):
-        return 0.0 if self.half is None else self.half
-
     def smooth_point(self, e):
         """A smooth partner's support point along e (hfield frame), margin-grown."""
-        kind, size, pos = self.smooth
-        return self._smooth_core(kind, size, pos, e) + self.inflation() * e
+        core = self._smooth_core(*self.smooth, e)
+        return core if self.half is None else core + self.half * e
 
     def _smooth_core(self, kind, size, pos, e):
         if kind == "sphere":
