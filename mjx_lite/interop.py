@@ -65,15 +65,20 @@ def hfield_cell(size: np.ndarray, nrow: np.ndarray, ncol: np.ndarray) -> np.ndar
                      2 * size[:, 1] / np.maximum(np.asarray(nrow) - 1, 1)], -1)
 
 
-def geom_reach(rbound, margin, gap, geom_type, pair_geom1, pair_geom2, pair_margin,
-               pair_gap) -> np.ndarray:
-    """(ngeom,) how far past a geom's centre its contacts can reach, for the static prism
-    windows of height fields (collision.hfield): rbound plus the geom's largest margin and
-    gap (its own, or of an explicit pair it is in); a height field's own entry is that
-    margin alone (MuJoCo grows the partner's box by the pair's margin)."""
+def geom_extra(margin, gap, pair_geom1, pair_geom2, pair_margin, pair_gap) -> np.ndarray:
+    """(ngeom,) the largest margin + gap a geom collides with at compile time: its own, or
+    that of an explicit pair it is in."""
     extra = np.asarray(margin, float) + np.asarray(gap, float)
     for g1, g2, pm, pg in zip(pair_geom1, pair_geom2, pair_margin, pair_gap):
         extra[[g1, g2]] = np.maximum(extra[[g1, g2]], pm + pg)
+    return extra
+
+
+def geom_reach(rbound, extra, geom_type) -> np.ndarray:
+    """(ngeom,) how far past a geom's centre its contacts can reach, for the static prism
+    windows of height fields (collision.hfield): rbound plus ``geom_extra``; a height
+    field's own entry is that margin alone (MuJoCo grows the partner's box by the pair's
+    margin)."""
     hfield = np.asarray(geom_type) == 1  # mjGEOM_HFIELD
     return np.where(hfield, 0.0, np.asarray(rbound, float)) + extra
 
@@ -125,10 +130,11 @@ def model_from_mujoco(mjm) -> Model:
         elif name == "hfield_cell":
             values[name] = hfield_cell(np.array(mjm.hfield_size), np.array(mjm.hfield_nrow),
                                        np.array(mjm.hfield_ncol))
-        elif name == "geom_reach":
-            values[name] = geom_reach(mjm.geom_rbound, mjm.geom_margin, mjm.geom_gap,
-                                      mjm.geom_type, mjm.pair_geom1, mjm.pair_geom2,
-                                      mjm.pair_margin, mjm.pair_gap)
+        elif name in ("geom_extra", "geom_reach"):
+            extra = geom_extra(mjm.geom_margin, mjm.geom_gap, mjm.pair_geom1, mjm.pair_geom2,
+                               mjm.pair_margin, mjm.pair_gap)
+            values[name] = (extra if name == "geom_extra"
+                            else geom_reach(mjm.geom_rbound, extra, mjm.geom_type))
         elif name == "signature":
             values[name] = int(mjm.signature)
         else:

@@ -667,6 +667,9 @@ class Model(PyTreeNode):
     # in) at compile time, the margin alone for a height field: static sizes of the
     # height-field prism windows (interop.geom_reach, collision.hfield)
     geom_reach: np.ndarray
+    # (ngeom,) that largest margin + gap alone: a height-field group whose pairs all have
+    # none is built without the margin's queries (collision.hfield)
+    geom_extra: np.ndarray
     hfield_cell: np.ndarray  # (nhfield, 2) grid spacing dx, dy at compile time (static)
     signature: int
 

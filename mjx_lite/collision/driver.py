@@ -130,7 +130,9 @@ def collider(m: Model, types, grp: PairGroup | None = None, single: bool = False
     one-contact GJK/EPA collider even under multiccd (distance sensors: mj_geomDistance)."""
     types = tuple(int(t) for t in types)
     if types[0] == _G.HFIELD and types[1] in HFIELD_PARTNERS:
-        return hfield.make_hfield(types[1], _hfield_window(m, grp) if grp else (1, 1))
+        if grp is None:
+            return hfield.make_hfield(types[1], (1, 1), margined=True)
+        return hfield.make_hfield(types[1], _hfield_window(m, grp), _hfield_margined(m, grp))
     if types in COLLIDERS:
         return COLLIDERS[types]
     if single or m.opt.disableflags & DisableBit.MULTICCD:
@@ -154,6 +156,16 @@ def _hfield_window(m: Model, grp: PairGroup) -> tuple[int, int]:
                                     int(m.hfield_ncol[h]))
         nx, ny = max(nx, wx), max(ny, wy)
     return nx, ny
+
+
+def _hfield_margined(m: Model, grp: PairGroup) -> bool:
+    """Whether a pair of a height-field group can have a margin (or gap): from the static
+    ``geom_extra`` (the compile-time margins; one made positive later needs a new Model), or
+    the option's override margin."""
+    if m.opt.enableflags & EnableBit.OVERRIDE:
+        return True
+    extra = np.asarray(m.geom_extra)
+    return bool(np.any(extra[grp.geom1] + extra[grp.geom2] > 0))
 
 
 def _groups(m: Model) -> tuple[PairGroup, ...]:

@@ -21,7 +21,8 @@ its GJK distance, which the converged GJK/EPA of ``convex`` gives to well within
 tolerances. A sphere or capsule takes the grown smooth query where its core meets the bare
 prism and the converged query elsewhere (any margin), as MuJoCo reports those converged.
 The margin is traced, so every query the partner can need runs, each on the prisms it
-serves, and the margin selects.
+serves, and the margin selects; a group whose compile-time margins (and gaps) are all zero is
+built with the zero-margin queries alone (``make_hfield(margined=False)``).
 
 Static shapes: the window of cells is ``nwin_x`` by ``nwin_y`` cells, fixed per pair group
 from the other geom's ``rbound`` (plus margin) and the grid spacing, computed in numpy when
@@ -96,10 +97,12 @@ def _segment_meets_prism(pv, a, b):
     return (t0 <= t1) & (ccw != 0)
 
 
-def make_hfield(type2: int, nwin: tuple[int, int]):
+def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
     """A collider for an hfield (geom1) and a convex geom of ``type2`` with a window of
     ``nwin`` cells: (pos1, mat1, size1, pos2, mat2, size2, margin, verts1, verts2, hdata,
     hsize) with ``hdata`` (nrow, ncol) elevations in [0, 1] and ``hsize`` (4,).
+    ``margined=False`` (a group whose compile-time margins are all zero) builds only the
+    zero-margin queries, whatever ``margin`` is passed.
 
     A box or mesh partner at zero margin (and gap) takes MuJoCo 4.0's discrete-shape query
     (``hfield_ccd``: EPA stopped at the first repeated partner vertex), an ellipsoid or
@@ -191,7 +194,14 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
             known = inside
         else:
             known = jp.broadcast_to(margin == 0, needed.shape)
-        dist, normal, cpos = convex.signed_distances(_G.MESH, type2, geoms, needed & ~known)
+        if cored or margined:
+            dist, normal, cpos = convex.signed_distances(_G.MESH, type2, geoms,
+                                                         needed & ~known)
+        else:  # every prism takes the zero-margin query
+            known = jp.ones(needed.shape, bool)
+            dist, normal, cpos = (jp.full(needed.shape, jp.inf, dt),
+                                  jp.zeros(needed.shape + (3,), dt),
+                                  jp.zeros(needed.shape + (3,), dt))
         # MuJoCo 4.0 measured, with a margin: a partner apart from the prism by more than
         # ccd_tolerance gets its GJK distance (converged here, to well within the
         # tolerances); a touching or penetrating one, the query on both shapes grown by half
@@ -220,10 +230,11 @@ def make_hfield(type2: int, nwin: tuple[int, int]):
         contact = (dist, normal, cpos, dist <= margin)
         if poly:  # the discrete query at zero margin, the grown one with a margin
             contact = query(contact, needed & known, DISCRETE_CAPS[type2], None, None)
-            contact = query(contact, grown, SMOOTH_CAPS, None, margin)
+            if margined:
+                contact = query(contact, grown, SMOOTH_CAPS, None, margin)
         elif smooth:
             contact = query(contact, needed & (known if cored else known | grown), SMOOTH_CAPS,
-                            (SMOOTH_CCD[type2], size2), margin)
+                            (SMOOTH_CCD[type2], size2), margin if margined else None)
         dist, normal, cpos, hit = contact
         ok = live2 & high & hit
         # the first MAXCONPAIR contacts in visiting order

@@ -17,7 +17,14 @@ from mjx_lite.compiler.context import Context
 from mjx_lite.compiler.frames import quat_mul, quat_rotate, quat_to_mat
 from mjx_lite.compiler.parse import Spec
 from mjx_lite.errors import MJCFError
-from mjx_lite.interop import NAME_KINDS, geom_reach, hfield_cell, tree_depth, wrap_sideid
+from mjx_lite.interop import (
+    NAME_KINDS,
+    geom_extra,
+    geom_reach,
+    hfield_cell,
+    tree_depth,
+    wrap_sideid,
+)
 from mjx_lite.types import (
     ConeType,
     DisableBit,
@@ -585,10 +592,11 @@ def _to_model(ctx: Context, spec: Spec, sizes: dict) -> Model:
             values[name] = tree_depth(f["body_parentid"])[f["dof_bodyid"]]
         elif name == "hfield_cell":
             values[name] = hfield_cell(f["hfield_size"], f["hfield_nrow"], f["hfield_ncol"])
-        elif name == "geom_reach":
-            values[name] = geom_reach(f["geom_rbound"], f["geom_margin"], f["geom_gap"],
-                                      f["geom_type"], f["pair_geom1"], f["pair_geom2"],
-                                      f["pair_margin"], f["pair_gap"])
+        elif name in ("geom_extra", "geom_reach"):
+            extra = geom_extra(f["geom_margin"], f["geom_gap"], f["pair_geom1"],
+                               f["pair_geom2"], f["pair_margin"], f["pair_gap"])
+            values[name] = (extra if name == "geom_extra"
+                            else geom_reach(f["geom_rbound"], extra, f["geom_type"]))
         elif name == "signature":
             values[name] = 0
         elif name not in f:
