@@ -239,7 +239,8 @@ REFERENCE_TOL = 1e-9
 def test_hfield_reference_matches_mujoco():
     """The rule behind 4.0's hfield-polytope contacts (EPA stopped at the first repeated
     partner vertex, see hfield_ccd_reference), checked on MuJoCo itself: all pebble contacts;
-    box contacts but for ties of axis-aligned faces (31 of 287 in these 8 poses)."""
+    box contacts but for rounding ties (25 of 287 in these 8 poses; see
+    hfield_ccd_reference.box_support)."""
     w = reference_sweep("pebble", 8)
     assert w["ncon"] > 100 and w["count_off"] == 0 and w["off"] == 0, w
     w = reference_sweep("box", 8)
@@ -419,9 +420,9 @@ def test_hfield_ccd_matches_mujoco():
 @pytest.mark.acceptance  # ~2.5 min of compile per partner
 def test_hfield_polytope_matches_mujoco():
     """Box and mesh partners through the full collider: every pebble contact; box contacts
-    but for ties of axis-aligned faces, where MuJoCo's rounding decides (23 off and 16 on the
-    same contact plane of 287 here, all also off in the numpy model, which has 33 and 16)."""
+    but for rounding ties, where MuJoCo's rounding decides (11 off and 16 on the same contact
+    plane of 287 here; the numpy model has 25 beyond 1e-9)."""
     w = hfield_sweep("pebble", 8)
     assert w["ncon"] > 100 and w["count_off"] == 0 and w["off"] == 0 and w["face"] == 0, w
     w = hfield_sweep("box", 8)
-    assert w["count_off"] == 0 and w["off"] + w["face"] <= 0.15 * w["ncon"], w
+    assert w["count_off"] == 0 and w["off"] + w["face"] <= 0.12 * w["ncon"], w
