@@ -19,7 +19,17 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite import constraint, linalg, math, sensor, smooth, solver, support, tendon
+from mjx_lite import (
+    constraint,
+    linalg,
+    math,
+    sensor,
+    smooth,
+    smoothing,
+    solver,
+    support,
+    tendon,
+)
 from mjx_lite.actuator import disabled_actuators, fwd_actuation, next_act
 from mjx_lite.collision.driver import collision
 from mjx_lite.passive import apply_ft, fluid, passive
@@ -118,15 +128,20 @@ def constraint_solve(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "
     return solver.solve(m, d, loop=loop, adjoint=adjoint)
 
 
-def forward(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") -> Data:
+def forward(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll",
+            contact_smoothing: float = 0.0) -> Data:
     """Forward dynamics (mj_forward): every stage up to qacc, and the sensors.
 
     ``loop="fixed"`` runs exactly ``opt.iterations`` solver iterations (reverse-mode AD at any
     count); ``"early_exit"`` stops at convergence (forward-only speed). ``adjoint`` selects the
     backward mode of the solve: "unroll" (through the iterations) or "implicit" (the optimality
-    condition at the solution, see ``solver.solve``).
+    condition at the solution, see ``solver.solve``). ``contact_smoothing`` (a distance, static)
+    leaves the result unchanged and gives it the derivative of a model whose contacts push
+    from that far apart (``mjx_lite.smoothing``).
     """
-    return _forward(m, d, loop=loop, adjoint=adjoint, sensors=True)
+    return smoothing.smoothed(
+        lambda m, d: _forward(m, d, loop=loop, adjoint=adjoint, sensors=True), m, d,
+        contact_smoothing)
 
 
 # Elementwise and data-movement primitives, whose outputs reverse mode recomputes instead of
@@ -482,9 +497,16 @@ def _integrate_one_stage(m: Model, d: Data) -> Data:
     return _advance(m, d, d.act_dot, qacc)
 
 
-def step(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") -> Data:
+def step(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll",
+         contact_smoothing: float = 0.0) -> Data:
     """One simulation step (mj_step): divergence checks of qpos and qvel, forward, the check
-    of qacc (a reset runs forward again on the reset state), then integrate."""
+    of qacc (a reset runs forward again on the reset state), then integrate.
+    ``contact_smoothing``: see ``forward``."""
+    return smoothing.smoothed(lambda m, d: _step(m, d, loop, adjoint), m, d,
+                              contact_smoothing)
+
+
+def _step(m: Model, d: Data, loop: str, adjoint: str) -> Data:
     d = support.check_pos_vel(m, d)
 
     def fwd(m, d):

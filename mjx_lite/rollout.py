@@ -19,7 +19,7 @@ __all__ = ["rollout"]
 
 
 def rollout(m: Model, d: Data, ctrls: jax.Array, *, checkpoint: bool = False,
-            loop: str = "fixed", adjoint: str = "unroll",
+            loop: str = "fixed", adjoint: str = "unroll", contact_smoothing: float = 0.0,
             fields: Sequence[str] | None = None) -> tuple[Data, Data | dict]:
     """Steps ``d`` once per row of ``ctrls`` (T, nu), setting ``ctrl`` before each step.
 
@@ -27,6 +27,8 @@ def rollout(m: Model, d: Data, ctrls: jax.Array, *, checkpoint: bool = False,
       checkpoint: recompute each step in the backward pass instead of storing its internals.
       loop, adjoint: passed to ``step`` (reverse mode through ``loop="early_exit"`` needs
         ``adjoint="implicit"``).
+      contact_smoothing: passed to ``step``: contacts push from this far apart in the
+        derivative only (``mjx_lite.smoothing``).
       fields: Data field names to keep per step; None keeps every field.
 
     Returns:
@@ -39,7 +41,8 @@ def rollout(m: Model, d: Data, ctrls: jax.Array, *, checkpoint: bool = False,
             raise ValueError(f"unknown Data fields {unknown}")
 
     def one(d: Data, ctrl: jax.Array):
-        d = step(m, d.replace(ctrl=ctrl), loop=loop, adjoint=adjoint)
+        d = step(m, d.replace(ctrl=ctrl), loop=loop, adjoint=adjoint,
+                 contact_smoothing=contact_smoothing)
         out = d if fields is None else {f: getattr(d, f) for f in fields}
         return d, out
 
