@@ -45,14 +45,13 @@ def test_smoothing_keeps_value_takes_surrogate_derivative(ball, adjoint):
     smooth = lambda z: _final_height(m, d, z, WIDTH, adjoint)  # noqa: E731
     ms = surrogate_model(m, WIDTH)
 
-    @jax.jit
-    def measured(z):
-        return (jax.value_and_grad(lambda z: _final_height(m, d, z, 0.0, adjoint))(z),
-                jax.value_and_grad(smooth)(z), jax.jacfwd(smooth)(z),
-                jax.grad(lambda z: _final_height(ms, d, z, 0.0, adjoint))(z))
-
-    (value, slope), (value_s, slope_s), fwd, own = measured(z0)
-    fwd, own = float(fwd), float(own)
+    # one jit per derivative: small modules to compile (XLA segfaulted once compiling the
+    # four as one module in a pytest-xdist worker)
+    value, slope = jax.jit(jax.value_and_grad(
+        lambda z: _final_height(m, d, z, 0.0, adjoint)))(z0)
+    value_s, slope_s = jax.jit(jax.value_and_grad(smooth))(z0)
+    fwd = float(jax.jit(jax.jacfwd(smooth))(z0))
+    own = float(jax.jit(jax.grad(lambda z: _final_height(ms, d, z, 0.0, adjoint)))(z0))
     assert float(value_s) == float(value)
     # plain: free flight, the final height moves with the initial one one to one
     assert float(slope) == pytest.approx(1.0, abs=1e-12)
