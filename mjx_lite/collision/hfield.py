@@ -192,13 +192,12 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
             ends = (p - half * mat[:, 2], p + half * mat[:, 2])
             inside = jax.vmap(lambda pv: _segment_meets_prism(pv, *ends))(prism)
             known = inside
-        else:
-            known = jp.broadcast_to(margin == 0, needed.shape)
+        else:  # a group built without margins: every prism takes the zero-margin query
+            known = jp.broadcast_to((margin == 0) | (not margined), needed.shape)
         if cored or margined:
             dist, normal, cpos = convex.signed_distances(_G.MESH, type2, geoms,
                                                          needed & ~known)
-        else:  # every prism takes the zero-margin query
-            known = jp.ones(needed.shape, bool)
+        else:  # nothing left for the converged query
             dist, normal, cpos = (jp.full(needed.shape, jp.inf, dt),
                                   jp.zeros(needed.shape + (3,), dt),
                                   jp.zeros(needed.shape + (3,), dt))
