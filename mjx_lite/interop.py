@@ -130,6 +130,8 @@ def model_from_mujoco(mjm) -> Model:
         elif name == "hfield_cell":
             values[name] = hfield_cell(np.array(mjm.hfield_size), np.array(mjm.hfield_nrow),
                                        np.array(mjm.hfield_ncol))
+        elif name == "geom_fluidshape":
+            values[name] = np.array(mjm.geom_fluid).reshape(mjm.ngeom, -1)[:, 0] != 0
         elif name in ("geom_extra", "geom_reach"):
             extra = geom_extra(mjm.geom_margin, mjm.geom_gap, mjm.pair_geom1, mjm.pair_geom2,
                                mjm.pair_margin, mjm.pair_gap)

@@ -280,18 +280,23 @@ def _ellipsoid_fluid(m: Model, d: Data, geoms: np.ndarray) -> jax.Array:
 def fluid(m: Model, d: Data) -> jax.Array:
     """qfrc_fluid: the ellipsoid model on geoms with fluidshape, inertia box on other bodies.
 
-    geom_fluid is traced, so both models are evaluated and masked: a body with any ellipsoid
-    geom (geom_fluid[:, 0] > 0) does not use the inertia-box model.
+    The ellipsoid model is evaluated on the geoms whose interaction coefficient
+    (geom_fluid[:, 0]) was non-zero at compile time (``geom_fluidshape``), like MuJoCo's
+    fluidshape choice a structural one: most models have none and skip its cost. The
+    coefficient itself stays traced: it scales those geoms' forces, and a body whose
+    coefficients are all zero at run time gets the inertia-box model.
     """
     qfrc = jp.zeros(m.nv, dtype=d.qvel.dtype)
     bodies = np.arange(1, m.nbody)
     if not bodies.size:
         return qfrc
-    interact = m.geom_fluid[:, 0] > 0 if m.ngeom else jp.zeros(0, bool)
-    ell_body = jax.ops.segment_max(interact.astype(jp.int32), np.asarray(m.geom_bodyid),
-                                   num_segments=m.nbody) > 0 if m.ngeom else jp.zeros(m.nbody, bool)
+    geoms = np.nonzero(np.asarray(m.geom_fluidshape) & (np.asarray(m.geom_bodyid) > 0))[0]
+    ell_body = jp.zeros(m.nbody, bool)
+    if geoms.size:
+        ell_body = jax.ops.segment_max((m.geom_fluid[geoms, 0] > 0).astype(jp.int32),
+                                       np.asarray(m.geom_bodyid)[geoms],
+                                       num_segments=m.nbody) > 0
     qfrc = qfrc + _inertia_box_fluid(m, d, bodies, ~ell_body[bodies])
-    geoms = np.nonzero(np.asarray(m.geom_bodyid) > 0)[0]
     if geoms.size:
         qfrc = qfrc + _ellipsoid_fluid(m, d, geoms)
     return qfrc

@@ -671,6 +671,9 @@ class Model(PyTreeNode):
     # none is built without the margin's queries (collision.hfield)
     geom_extra: np.ndarray
     hfield_cell: np.ndarray  # (nhfield, 2) grid spacing dx, dy at compile time (static)
+    # (ngeom,) bool: geom_fluid's interaction coefficient (column 0, fluidshape="ellipsoid")
+    # non-zero at compile time; passive.fluid evaluates the ellipsoid model on these geoms only
+    geom_fluidshape: np.ndarray
     signature: int
 
 

@@ -30,7 +30,7 @@ MESH_DEPENDENT = {"geom_size", "geom_pos", "geom_quat", "geom_aabb", "geom_rboun
                   "tendon_invweight0", "geom_fluid", "cam_poscom0", "light_poscom0"}
 _NOT_IN_MJMODEL = {"names", "body_depth", "dof_depth", "signature", "numeric_data", "text_data",
                    "wrap_sideid", "geom_reach", "geom_extra",
-                   "hfield_cell"}
+                   "hfield_cell", "geom_fluidshape"}
 
 
 def listed_fields() -> list[str]:

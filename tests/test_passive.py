@@ -91,3 +91,25 @@ def test_fluid_gradient_finite_at_rest():
     d = interop.data_from_mujoco(mjm, mjd, m)
     g = jax.grad(lambda cvel: passive(m, d.replace(cvel=cvel)).qfrc_passive.sum())(d.cvel)
     assert np.all(np.isfinite(np.asarray(g)))
+
+
+def test_fluid_coefficient_traced():
+    """geom_fluidshape (which geoms the ellipsoid model runs on) is fixed at compile time; the
+    interaction coefficient stays traced: scaling it, or zeroing every geom of a body (which
+    then gets the inertia-box model), matches MuJoCo with the same change."""
+    import jax
+
+    mjm = mujoco.MjModel.from_xml_string(FLUID)
+    m = interop.model_from_mujoco(mjm)
+    assert np.asarray(m.geom_fluidshape).sum() == 5
+    mjd = mujoco.MjData(mjm)
+    _random_state(mjm, mjd, np.random.default_rng(0))
+    f = jax.jit(lambda m, d: passive(m, d).qfrc_fluid)
+    for body, scale in ((2, 0.5), (2, 0.0), (3, 0.0)):
+        coef = np.ones(mjm.ngeom)
+        coef[mjm.geom_bodyid == body] = scale
+        mjm.geom_fluid[:, 0] = np.asarray(m.geom_fluid)[:, 0] * coef
+        mujoco.mj_forward(mjm, mjd)
+        mm = m.replace(geom_fluid=m.geom_fluid.at[:, 0].multiply(coef))
+        assert_close("qfrc_fluid", f(mm, interop.data_from_mujoco(mjm, mjd, m)),
+                     mjd.qfrc_fluid, RTOL)

@@ -592,6 +592,8 @@ def _to_model(ctx: Context, spec: Spec, sizes: dict) -> Model:
             values[name] = tree_depth(f["body_parentid"])[f["dof_bodyid"]]
         elif name == "hfield_cell":
             values[name] = hfield_cell(f["hfield_size"], f["hfield_nrow"], f["hfield_ncol"])
+        elif name == "geom_fluidshape":
+            values[name] = np.asarray(f["geom_fluid"]).reshape(len(f["geom_type"]), -1)[:, 0] != 0
         elif name in ("geom_extra", "geom_reach"):
             extra = geom_extra(f["geom_margin"], f["geom_gap"], f["pair_geom1"],
                                f["pair_geom2"], f["pair_margin"], f["pair_gap"])
