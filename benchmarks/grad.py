@@ -24,7 +24,7 @@ import argparse
 
 import jax
 import jax.numpy as jp
-from run import _model_path, measure  # benchmarks/run.py, beside this script
+from run import _in_child, _model_path, measure  # benchmarks/run.py, beside this script
 
 
 def _measure(fn, *args) -> dict:
@@ -95,11 +95,13 @@ def bench_mjx_lite(path, batches, nsteps: int, iterations: int | None, report,
             report(f"  batch {b}", name, r, None if name == "forward" else base)
 
 
-def bench_mjx(path, batches, nsteps: int, report, solver: str | None = None) -> None:
+def _mjx_program(path: str, batch: int, nsteps: int, solver: str | None, name: str) -> dict:
+    """One MJX measurement (``name``: "forward" or "unroll") at ``iterations=1``; runs in a
+    child process (``run._in_child``)."""
     import mujoco
     from mujoco import mjx
 
-    mjm = mujoco.MjModel.from_xml_path(str(path))
+    mjm = mujoco.MjModel.from_xml_path(path)
     mjm.opt.iterations = 1
     if solver is not None:
         mjm.opt.solver = getattr(mujoco.mjtSolver, f"mjSOL_{solver}")
@@ -107,19 +109,32 @@ def bench_mjx(path, batches, nsteps: int, report, solver: str | None = None) -> 
         m = mjx.put_model(mjm)
         d = mjx.make_data(m)
     except Exception as e:  # noqa: BLE001 - MJX rejects some features; report, don't crash
-        report("", "error", {"error": f"{type(e).__name__}: {e}"[:120]}, None)
-        return
+        return {"error": f"{type(e).__name__}: {e}"[:120], "rejected": True}
     forward, grad = _programs(mjx.step, m, d, nsteps)
+    db = _batch(d, batch, jax.random.key(0))
+    ctrls = jp.zeros((batch, nsteps, mjm.nu), jp.float32)
+    try:
+        return _measure({"forward": forward, "unroll": grad}[name], db, ctrls)
+    except Exception as e:  # noqa: BLE001
+        return {"error": type(e).__name__}
+
+
+def bench_mjx(path, batches, nsteps: int, report, solver: str | None = None,
+              timeout_s: float = 3600) -> None:
+    """MJX's forward and unrolled gradient, each in a fresh child process: jaxlib 0.10's CPU
+    runtime deadlocks now and then in MJX (gymnasium humanoid's gradient at batch 64 did,
+    2026-11-27), and a hung child is retried (``run._in_child``) instead of stopping the run."""
     for b in batches:
-        db = _batch(d, b, jax.random.key(0))
-        ctrls = jp.zeros((b, nsteps, mjm.nu), jp.float32)
         base = None
-        for name, fn in (("forward", forward), ("unroll", grad)):
-            try:
-                r = _measure(fn, db, ctrls)
-                base = base or r
-            except Exception as e:  # noqa: BLE001
-                r = {"error": type(e).__name__}
+        for name in ("forward", "unroll"):
+            r = _in_child(_mjx_program, (str(path), b, nsteps, solver, name), timeout_s)
+            if r.get("rejected"):
+                report("", "error", r, None)
+                return
+            tries = r.pop("tries", 1)
+            if tries > 1 and "error" not in r:
+                r["note"] = f"{tries} tries"
+            base = base or (None if "error" in r else r)
             report(f"  batch {b}", name, r, None if name == "forward" else base)
 
 
@@ -134,6 +149,8 @@ def _fmt(name: str, r: dict, base: dict | None) -> str:
               f"{r['jit_s'] / base['jit_s']:5.2f}")
         if r["peak_mb"] is not None and base["peak_mb"]:
             s += f"  mem {r['peak_mb'] / base['peak_mb']:6.1f}"
+    if "note" in r:
+        s += f"  ({r['note']})"
     return s
 
 
@@ -152,6 +169,8 @@ def main() -> None:
                         choices=["fwd-early", "unroll", "checkpoint", "implicit"],
                         help="mjx_lite programs not to run (gymnasium humanoid's unrolled "
                              "gradient at batch 64 needs more than 23 GB)")
+    parser.add_argument("--mjx-timeout", type=float, default=3600,
+                        help="seconds one MJX measurement may take before it is given up")
     args = parser.parse_args()
     its = "model's" if args.iterations is None else args.iterations
     print(f"device {jax.devices()[0].device_kind}, float32, {args.steps} steps, mjx_lite "
@@ -175,7 +194,7 @@ def main() -> None:
         if not args.no_mjx:
             print(f"{name} / MJX (iterations=1)", flush=True)
             header[0] = None
-            bench_mjx(path, args.batches, args.steps, report, args.solver)
+            bench_mjx(path, args.batches, args.steps, report, args.solver, args.mjx_timeout)
 
 
 if __name__ == "__main__":
