@@ -74,6 +74,12 @@ def geom_extra(margin, gap, pair_geom1, pair_geom2, pair_margin, pair_gap) -> np
     return extra
 
 
+def geom_fluidshape(geom_fluid, ngeom: int) -> np.ndarray:
+    """(ngeom,) bool: the geoms whose fluid interaction coefficient (geom_fluid column 0,
+    fluidshape="ellipsoid") is non-zero, the ones passive.fluid runs the ellipsoid model on."""
+    return np.asarray(geom_fluid).reshape(ngeom, -1)[:, 0] != 0
+
+
 def geom_reach(rbound, extra, geom_type) -> np.ndarray:
     """(ngeom,) how far past a geom's centre its contacts can reach, for the static prism
     windows of height fields (collision.hfield): rbound plus ``geom_extra``; a height
@@ -131,7 +137,7 @@ def model_from_mujoco(mjm) -> Model:
             values[name] = hfield_cell(np.array(mjm.hfield_size), np.array(mjm.hfield_nrow),
                                        np.array(mjm.hfield_ncol))
         elif name == "geom_fluidshape":
-            values[name] = np.array(mjm.geom_fluid).reshape(mjm.ngeom, -1)[:, 0] != 0
+            values[name] = geom_fluidshape(mjm.geom_fluid, mjm.ngeom)
         elif name in ("geom_extra", "geom_reach"):
             extra = geom_extra(mjm.geom_margin, mjm.geom_gap, mjm.pair_geom1, mjm.pair_geom2,
                                mjm.pair_margin, mjm.pair_gap)

@@ -290,12 +290,12 @@ def fluid(m: Model, d: Data) -> jax.Array:
     bodies = np.arange(1, m.nbody)
     if not bodies.size:
         return qfrc
-    geoms = np.nonzero(np.asarray(m.geom_fluidshape) & (np.asarray(m.geom_bodyid) > 0))[0]
+    geom_body = np.asarray(m.geom_bodyid)
+    geoms = np.nonzero(np.asarray(m.geom_fluidshape) & (geom_body > 0))[0]
     ell_body = jp.zeros(m.nbody, bool)
     if geoms.size:
         ell_body = jax.ops.segment_max((m.geom_fluid[geoms, 0] > 0).astype(jp.int32),
-                                       np.asarray(m.geom_bodyid)[geoms],
-                                       num_segments=m.nbody) > 0
+                                       geom_body[geoms], num_segments=m.nbody) > 0
     qfrc = qfrc + _inertia_box_fluid(m, d, bodies, ~ell_body[bodies])
     if geoms.size:
         qfrc = qfrc + _ellipsoid_fluid(m, d, geoms)

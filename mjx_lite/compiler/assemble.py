@@ -20,6 +20,7 @@ from mjx_lite.errors import MJCFError
 from mjx_lite.interop import (
     NAME_KINDS,
     geom_extra,
+    geom_fluidshape,
     geom_reach,
     hfield_cell,
     tree_depth,
@@ -593,7 +594,7 @@ def _to_model(ctx: Context, spec: Spec, sizes: dict) -> Model:
         elif name == "hfield_cell":
             values[name] = hfield_cell(f["hfield_size"], f["hfield_nrow"], f["hfield_ncol"])
         elif name == "geom_fluidshape":
-            values[name] = np.asarray(f["geom_fluid"]).reshape(len(f["geom_type"]), -1)[:, 0] != 0
+            values[name] = geom_fluidshape(f["geom_fluid"], len(f["geom_type"]))
         elif name in ("geom_extra", "geom_reach"):
             extra = geom_extra(f["geom_margin"], f["geom_gap"], f["pair_geom1"],
                                f["pair_geom2"], f["pair_margin"], f["pair_gap"])
