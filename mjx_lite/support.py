@@ -173,7 +173,7 @@ def check_pos_vel(m: Model, d: Data) -> Data:
     return reset_where(m, d, bad_pos | is_bad(d.qvel), which)
 
 
-def check_acc(m: Model, d: Data, reforward) -> Data:
+def check_acc(m: Model, d: Data, reforward, when=True) -> Data:
     """mj_checkAcc on a forward-computed Data: a bad qacc counts a BADQACC warning and, with
     autoreset, replaces the Data by ``reforward(m, reset)``, forward on the reset state (MuJoCo
     runs mj_forward again there, so the step that follows integrates from it).
@@ -183,8 +183,9 @@ def check_acc(m: Model, d: Data, reforward) -> Data:
     branch on every step for every member, with the Model broadcast to the batch; the loop
     runs only when some member is bad, on the reset state, which depends on ``m`` only, so
     once for the whole batch. Its inputs are cut from the gradient (a reset is not
-    differentiated), which keeps the loop out of reverse mode."""
-    bad = is_bad(d.qacc)
+    differentiated), which keeps the loop out of reverse mode. ``when`` (a scalar) gates the
+    check: RK4's stage scan checks only its first stage."""
+    bad = is_bad(d.qacc) & when
     if m.opt.disableflags & DisableBit.AUTORESET:
         return d.replace(warning_count=d.warning_count.at[WARN_BADQACC].add(bad.astype(jp.int32)))
     ms, ds = jax.lax.stop_gradient((m, d))
@@ -216,3 +217,25 @@ def forward_checked(m: Model, d: Data, fwd) -> Data:
         return (n == 0) | ((n == 1) & is_bad(out.qacc))
 
     return jax.lax.while_loop(cond, body, (d, jp.zeros((), jp.int32)))[0]
+
+
+# ------------------------------------------------------------------------------------------
+# scans under automatic differentiation
+
+
+@jax.custom_jvp
+def dense_tangents(tree, anchor):
+    """``tree`` unchanged; under forward or reverse mode, every float leaf of it gets a
+    (possibly zero) tangent as soon as any leaf of ``tree`` or ``anchor`` has one.
+
+    For the initial carry of a ``lax.scan`` over a differentiated step: JAX linearizes the
+    scan body again and again until the set of carries with a tangent stops growing (a Data
+    that starts without tangents, controls that have one: 3 passes, each a linearization of
+    the whole step); a carry whose leaves all have tangents settles in one."""
+    return tree
+
+
+@dense_tangents.defjvp
+def _dense_tangents_jvp(primals, tangents):
+    # custom_jvp hands the rule instantiated zeros for the inputs without a tangent
+    return primals[0], tangents[0]

@@ -345,15 +345,18 @@ def _diverge_case(mjm, field, idx, val):
     return m, d, mjd
 
 
+@pytest.mark.parametrize("integrator", ["Euler", "RK4"])
 @pytest.mark.parametrize("loop", ["fixed", "early_exit"])
 @pytest.mark.parametrize("autoreset", [True, False])
-def test_divergence_detection(autoreset, loop):
-    """Both forms of the second forward pass: check_acc, and forward_checked (early exit)."""
+def test_divergence_detection(autoreset, loop, integrator):
+    """Both forms of the second forward pass: check_acc, and forward_checked (early exit);
+    under RK4, the check inside the first stage of its stage scan."""
     import functools
 
     from mjx_lite.forward import step
 
     mjm = mujoco.MjModel.from_xml_string(DIVERGE_XML)
+    mjm.opt.integrator = getattr(mujoco.mjtIntegrator, f"mjINT_{integrator.upper()}")
     if not autoreset:
         mjm.opt.disableflags |= DisableBit.AUTORESET
     stepj = jax.jit(functools.partial(step, loop=loop))

@@ -279,6 +279,46 @@ def test_grad_matches_finite_differences():
         assert err < 1e-5, f"argument {k}: relative error {err:.2e}"
 
 
+# RK4 runs forward, the sensors and the qacc check as the first stage of its stage scan: the
+# step's sensors (and the cacc / cfrc_* an accelerometer or force sensor asks for) are those
+# of the initial state, with contacts active and the solver on
+RK4_SENSORS = """
+<mujoco><option integrator="RK4" timestep="0.005"/><worldbody>
+  <geom type="plane" size="2 2 .1"/>
+  <body pos="0 0 .06"><freejoint/><geom type="box" size=".1 .08 .05"/><site name="s0"/>
+    <body pos=".15 0 0"><joint name="h" type="hinge" axis="0 1 0" damping=".1"/>
+      <geom type="capsule" fromto="0 0 0 .2 0 0" size=".03"/><site name="s1" pos=".2 0 0"/>
+      <body pos=".2 0 0"><joint type="ball" damping=".05"/>
+        <geom type="sphere" size=".04" pos=".05 0 0"/></body>
+    </body>
+  </body></worldbody>
+  <actuator><motor name="m" joint="h"/></actuator>
+  <sensor><accelerometer site="s1"/><framelinacc objtype="site" objname="s0"/>
+    <gyro site="s0"/><velocimeter site="s1"/><jointpos joint="h"/><jointvel joint="h"/>
+    <actuatorfrc actuator="m"/><force site="s1"/><torque site="s1"/>
+    <framepos objtype="site" objname="s1"/><framequat objtype="body" objname="world"/>
+    <subtreelinvel body="world"/></sensor>
+</mujoco>"""
+
+
+def test_rk4_step_sensors_match_mujoco():
+    mjm = mujoco.MjModel.from_xml_string(RK4_SENSORS)
+    rng = np.random.default_rng(11)
+    mjd = mujoco.MjData(mjm)
+    mjd.qvel[:] = 0.3 * rng.normal(size=mjm.nv)
+    mjd.ctrl[:] = 0.2
+    for _ in range(40):  # settle into contact
+        mujoco.mj_step(mjm, mjd)
+    m = interop.model_from_mujoco(mjm)
+    d = interop.data_from_mujoco(mjm, mjd, m)
+    out = jax.jit(step)(m, d)
+    mujoco.mj_step(mjm, mjd)
+    assert mjd.ncon > 0
+    for f in ("qpos", "qvel", "sensordata", "cacc", "cfrc_int", "cfrc_ext", "qacc_warmstart"):
+        err = rel_error(np.reshape(getattr(out, f), -1), np.reshape(getattr(mjd, f), -1))
+        assert err <= 1e-7, f"{f}: relative error {err:.2e}"
+
+
 @pytest.mark.acceptance
 def test_acceptance_all_models():
     """Every gymnasium and mujoco-mjx test_data model and the inline test models, 5 random
