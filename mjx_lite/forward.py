@@ -522,9 +522,7 @@ def _rk4(m: Model, d: Data, loop: str, adjoint: str, first=None) -> Data:
         init, stages = (rows(d.qvel), rows(d.qvel), rows(d.act), d, x0), jp.arange(4)
     # the last stage's Data rides in the carry (stacking every stage's Data as scan output
     # would write three copies of it)
-    # (dense_tangents: a gradient linearizes the stage once, not 2-4 times)
-    (ks, accs, actds, last, x0), _ = jax.lax.scan(stage, support.dense_tangents(init, (m, d)),
-                                                  stages)
+    (ks, accs, actds, last, x0), _ = jax.lax.scan(stage, init, stages)
     b = jp.asarray(_RK4_B, d.qpos.dtype)
     dvel, dacc, dact = b @ ks, b @ accs, b @ actds
     # restore the initial state, then advance it with the weighted derivatives

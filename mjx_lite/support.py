@@ -223,27 +223,19 @@ def forward_checked(m: Model, d: Data, fwd) -> Data:
 # scans under automatic differentiation
 
 
+@jax.custom_jvp
 def dense_tangents(tree, anchor):
-    """``tree``, every float leaf of it given a tangent (zero where it had none) wherever a
-    leaf of ``anchor`` has one; the values are unchanged, bit for bit.
+    """``tree`` unchanged; under forward or reverse mode, every float leaf of it gets a
+    (possibly zero) tangent as soon as any leaf of ``tree`` or ``anchor`` has one.
 
-    For the initial carry of a ``lax.scan`` over a differentiated step: JAX linearizes a scan
-    body again and again until the set of carries with a tangent stops growing (a Data that
-    starts without tangents and controls that have one: 2 passes over the step, each running
-    2-4 passes over RK4's stage scan); a carry whose leaves all have tangents settles in one.
-    Each leaf becomes ``where(False, seed, leaf)``, ``seed`` a sum over ``anchor``: its
-    tangent depends on anchor's, which linearization cannot prove zero, while XLA folds the
-    select away (and the select, unlike ``leaf + 0 * seed``, sends no NaN cotangent back).
-    """
-    seeds = [jp.sum(x) for x in jax.tree.leaves(anchor)
-             if jp.issubdtype(jp.result_type(x), jp.inexact) and jp.size(x)]
-    if not seeds:
-        return tree
-    seed = sum(seeds[1:], seeds[0])
+    For the initial carry of a ``lax.scan`` over a differentiated step: JAX linearizes the
+    scan body again and again until the set of carries with a tangent stops growing (a Data
+    that starts without tangents, controls that have one: 3 passes, each a linearization of
+    the whole step); a carry whose leaves all have tangents settles in one."""
+    return tree
 
-    def dense(leaf):
-        if not jp.issubdtype(jp.result_type(leaf), jp.inexact):
-            return leaf
-        return jp.where(False, seed.astype(jp.result_type(leaf)), leaf)
 
-    return jax.tree.map(dense, tree)
+@dense_tangents.defjvp
+def _dense_tangents_jvp(primals, tangents):
+    # custom_jvp hands the rule instantiated zeros for the inputs without a tangent
+    return primals[0], tangents[0]
