@@ -218,24 +218,3 @@ def forward_checked(m: Model, d: Data, fwd) -> Data:
 
     return jax.lax.while_loop(cond, body, (d, jp.zeros((), jp.int32)))[0]
 
-
-# ------------------------------------------------------------------------------------------
-# scans under automatic differentiation
-
-
-@jax.custom_jvp
-def dense_tangents(tree, anchor):
-    """``tree`` unchanged; under forward or reverse mode, every float leaf of it gets a
-    (possibly zero) tangent as soon as any leaf of ``tree`` or ``anchor`` has one.
-
-    For the initial carry of a ``lax.scan`` over a differentiated step: JAX linearizes the
-    scan body again and again until the set of carries with a tangent stops growing (a Data
-    that starts without tangents, controls that have one: 3 passes, each a linearization of
-    the whole step); a carry whose leaves all have tangents settles in one."""
-    return tree
-
-
-@dense_tangents.defjvp
-def _dense_tangents_jvp(primals, tangents):
-    # custom_jvp hands the rule instantiated zeros for the inputs without a tangent
-    return primals[0], tangents[0]
