@@ -13,7 +13,8 @@ program) of
   unroll      jax.grad of a loss of the final state w.r.t. the controls, through the iterations,
   checkpoint  the same with ``jax.checkpoint`` per step (rollout(checkpoint=True)),
   implicit    the implicit solver adjoint with the early-exit loop,
-each also as a ratio to the forward rollout; then MJX's forward and gradient at
+each also as a ratio to the forward rollout, the jit seconds split into JAX's trace and
+lowering and XLA's compile; then MJX's forward and gradient at
 ``iterations=1`` (its solver's while_loop is reverse-differentiable only then). float32.
 Disable the persistent compilation cache when measuring jit seconds.
 """
@@ -149,6 +150,8 @@ def _fmt(name: str, r: dict, base: dict | None) -> str:
               f"{r['jit_s'] / base['jit_s']:5.2f}")
         if r["peak_mb"] is not None and base["peak_mb"]:
             s += f"  mem {r['peak_mb'] / base['peak_mb']:6.1f}"
+    if "split" in r:
+        s += "  (jit: trace {:.1f} + lower {:.1f} + compile {:.1f} s)".format(*r["split"])
     if "note" in r:
         s += f"  ({r['note']})"
     return s

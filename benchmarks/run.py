@@ -54,12 +54,18 @@ def _factor_choice() -> str:
 
 
 def measure(fn, *args, repeats: int = 1) -> tuple:
-    """(output, {jit_s, run_s, peak_mb}) of ``jax.jit(fn)(*args)``: jit seconds are lowering
-    plus XLA compile, run seconds the fastest of ``repeats`` warm calls, peak the compiled
-    program's buffers (arguments + outputs + temporaries, XLA's memory analysis)."""
+    """(output, {jit_s, run_s, peak_mb, split}) of ``jax.jit(fn)(*args)``: jit seconds are
+    JAX's trace and lowering plus XLA's compile (``split``: the three), run seconds the
+    fastest of ``repeats`` warm calls, peak the compiled program's buffers (arguments +
+    outputs + temporaries, XLA's memory analysis)."""
     t0 = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
-    jit_s = time.perf_counter() - t0
+    traced = jax.jit(fn).trace(*args)
+    t1 = time.perf_counter()
+    lowered = traced.lower()
+    t2 = time.perf_counter()
+    compiled = lowered.compile()
+    t3 = time.perf_counter()
+    jit_s, split = t3 - t0, (t1 - t0, t2 - t1, t3 - t2)
     jax.block_until_ready(compiled(*args))
     run_s = float("inf")
     for _ in range(repeats):
@@ -71,7 +77,7 @@ def measure(fn, *args, repeats: int = 1) -> tuple:
     if mem is not None:
         peak = (mem.argument_size_in_bytes + mem.output_size_in_bytes
                 + mem.temp_size_in_bytes - mem.alias_size_in_bytes) / 2**20
-    return out, {"jit_s": jit_s, "run_s": run_s, "peak_mb": peak}
+    return out, {"jit_s": jit_s, "run_s": run_s, "peak_mb": peak, "split": split}
 
 
 def _rollout_fn(step, nsteps: int):
