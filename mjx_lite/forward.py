@@ -514,12 +514,13 @@ def _rk4(m: Model, d: Data, loop: str, adjoint: str, first=None) -> Data:
         return (ks, accs, actds, di, x0), None
 
     x0 = {f: getattr(d, f) for f in state}
-    if first is None:
-        row0 = lambda x: jp.zeros((4,) + x.shape, x.dtype).at[0].set(x)  # noqa: E731
-        init, stages = (row0(d.qvel), row0(d.qacc), row0(d.act_dot), d, x0), jp.arange(1, 4)
+    if first is None:  # d, forward-computed, is stage 0
+        rows = lambda x: jp.zeros((4,) + x.shape, x.dtype).at[0].set(x)  # noqa: E731
+        stages = jp.arange(1, 4)
     else:
         rows = lambda x: jp.zeros((4,) + x.shape, x.dtype)  # noqa: E731
-        init, stages = (rows(d.qvel), rows(d.qvel), rows(d.act), d, x0), jp.arange(4)
+        stages = jp.arange(4)
+    init = (rows(d.qvel), rows(d.qacc), rows(d.act_dot), d, x0)
     # the last stage's Data rides in the carry (stacking every stage's Data as scan output
     # would write three copies of it)
     (ks, accs, actds, last, x0), _ = jax.lax.scan(stage, init, stages)

@@ -217,4 +217,3 @@ def forward_checked(m: Model, d: Data, fwd) -> Data:
         return (n == 0) | ((n == 1) & is_bad(out.qacc))
 
     return jax.lax.while_loop(cond, body, (d, jp.zeros((), jp.int32)))[0]
-
