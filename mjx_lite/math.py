@@ -55,6 +55,15 @@ def cross(a: jax.Array, b: jax.Array) -> jax.Array:
     return pick(a, _CROSS_A) * pick(b, _CROSS_B) - pick(a, _CROSS_B) * pick(b, _CROSS_A)
 
 
+_SKEW_IDX = np.array([[0, 2, 1], [2, 0, 0], [1, 0, 0]])
+_SKEW_SIGN = np.array([[0.0, -1.0, 1.0], [1.0, 0.0, -1.0], [-1.0, 1.0, 0.0]])
+
+
+def skew(v: jax.Array) -> jax.Array:
+    """(..., 3, 3) matrix [v]x with [v]x u = v x u."""
+    return pick(v, _SKEW_IDX) * _SKEW_SIGN.astype(v.dtype)
+
+
 def safe_norm(x: jax.Array, axis=-1, keepdims: bool = False) -> jax.Array:
     """Euclidean norm whose gradient at 0 is 0 (not NaN)."""
     sq = jp.sum(x * x, axis=axis, keepdims=keepdims)

@@ -416,11 +416,15 @@ def jac(m: Model, d: Data, point: jax.Array, body_id) -> tuple[jax.Array, jax.Ar
     mask = jp.asarray(tree.body_dof_mask(m))[body_id]  # (..., nv)
     root = jp.asarray(np.asarray(m.body_rootid))[body_id]
     offset = point - d.subtree_com[root]
-    ang = d.cdof[:, :3]
-    lin = d.cdof[:, 3:] + math.cross(ang, offset[..., None, :])
-    jacp = jp.where(mask[..., :, None], lin, 0.0)
-    jacr = jp.where(mask[..., :, None], ang, 0.0)
-    return jp.swapaxes(jacp, -1, -2), jp.swapaxes(jacr, -1, -2)
+    ang, lin = d.cdof[:, :3].T, d.cdof[:, 3:].T  # (3, nv)
+    # ang x offset = -skew(offset) ang, as a matrix product: the elementwise form (a cross
+    # product broadcast over points and dofs) transposes into multiply-reduce fusions that
+    # jaxlib 0.10's CPU backend hands to YNNPACK, at 150-370 us each for 190 points
+    # (gymnasium humanoid's contacts; docs/gradients.md)
+    lin = lin - jp.einsum("...ij,jv->...iv", math.skew(offset), ang)
+    jacp = jp.where(mask[..., None, :], lin, 0.0)
+    jacr = jp.where(mask[..., None, :], ang, 0.0)
+    return jacp, jacr
 
 
 def _site_quat(m: Model, d: Data, ids: np.ndarray) -> jax.Array:
