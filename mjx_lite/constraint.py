@@ -398,21 +398,17 @@ def contact_jacobian(m: Model, d: Data, con) -> jax.Array:
     # matrices, which jaxlib 0.10's CPU backend runs several times slower
     n = con.pos.shape[0]
     gb = jp.asarray(np.asarray(m.geom_bodyid))
-    root = jp.asarray(np.asarray(m.body_rootid))
-    dofmask = jp.asarray(tree.body_dof_mask(m))
     ang, lin = d.cdof[:, :3].T, d.cdof[:, 3:].T  # (3, nv)
 
-    def rows(vec):  # (n, 3, 3) -> (n, 3, nv): each row vector times (3, nv)
-        return (vec.reshape(-1, 3) @ ang).reshape(n, 3, -1)
+    def rows(vec, cols):  # (n, 3, 3) by (3, nv) -> (n, 3, nv): each row vector times cols
+        return (vec.reshape(-1, 3) @ cols).reshape(n, 3, -1)
 
-    frame_lin = (con.frame.reshape(-1, 3) @ lin).reshape(n, 3, -1)
-    frame_ang = rows(con.frame)
+    frame_lin, frame_ang = rows(con.frame, lin), rows(con.frame, ang)
     jlin, jrot = 0.0, 0.0
     for side, geom in ((-1.0, con.geom[:, 0]), (1.0, con.geom[:, 1])):
-        body = gb[geom]
-        offset = con.pos - d.subtree_com[root[body]]
-        mask = dofmask[body][:, None, :]
-        moment = frame_lin + rows(math.cross(offset[:, None, :], con.frame))
+        offset, mask = smooth.jac_offset(m, d, con.pos, gb[geom])
+        mask = mask[:, None, :]
+        moment = frame_lin + rows(math.cross(offset[:, None, :], con.frame), ang)
         jlin = jlin + side * jp.where(mask, moment, 0.0)
         jrot = jrot + side * jp.where(mask, frame_ang, 0.0)
     return jp.concatenate([jlin, jrot], 1)

@@ -407,15 +407,21 @@ def tendon(m: Model, d: Data) -> Data:
     return tendon_.tendon(m, d)
 
 
+def jac_offset(m: Model, d: Data, point: jax.Array, body_id) -> tuple[jax.Array, jax.Array]:
+    """What ``jac`` combines with cdof: the point's offset (..., 3) from its tree's center of
+    mass (subtree_com of the root) and the mask (..., nv) of the dofs that move the body."""
+    mask = jp.asarray(tree.body_dof_mask(m))[body_id]
+    root = jp.asarray(np.asarray(m.body_rootid))[body_id]
+    return point - d.subtree_com[root], mask
+
+
 def jac(m: Model, d: Data, point: jax.Array, body_id) -> tuple[jax.Array, jax.Array]:
     """Translational and rotational Jacobians (3, nv) of a point on a body (mj_jac).
 
     ``body_id`` may be a Python int or a traced integer; ``point`` and ``body_id`` may carry
     matching leading batch axes.
     """
-    mask = jp.asarray(tree.body_dof_mask(m))[body_id]  # (..., nv)
-    root = jp.asarray(np.asarray(m.body_rootid))[body_id]
-    offset = point - d.subtree_com[root]
+    offset, mask = jac_offset(m, d, point, body_id)
     ang, lin = d.cdof[:, :3].T, d.cdof[:, 3:].T  # (3, nv)
     # ang x offset = -skew(offset) ang, as a matrix product: the elementwise form (a cross
     # product broadcast over points and dofs) transposes into multiply-reduce fusions that
