@@ -15,6 +15,14 @@ import pathlib
 import jax
 import pytest
 
+# A test whose xdist worker dies (XLA's compiler has crashed at random) runs once more before it
+# counts as failed; pytest takes these hooks from this module's names.
+from crash_rerun import (  # noqa: F401
+    pytest_handlecrashitem,
+    pytest_report_teststatus,
+    pytest_terminal_summary,
+)
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 jax.config.update("jax_enable_x64", True)
@@ -95,3 +103,4 @@ def without_pair_caps(mjm):
         if mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_NUMERIC, i).startswith(MAX_GEOM_PAIRS):
             mjm.numeric_data[mjm.numeric_adr[i]] = 1e9
     return mjm
+
