@@ -177,6 +177,9 @@ def _mjx_batch(path, disable: int, batch: int, nsteps: int, x64: bool, residual:
     try:
         final, t = measure(fn, m, db)
     except Exception as e:  # noqa: BLE001
+        import traceback
+
+        traceback.print_exc()  # the table keeps the type; the log gets the cause
         return {"error": f"{type(e).__name__}"}
     out = {**t, "steps_per_s": batch * nsteps / t["run_s"],
            "niter": None}  # MJX keeps its iteration count inside the solver, not in Data
@@ -221,7 +224,12 @@ def _in_child(fn, args, timeout_s: float, tries: int = 3, stall_s: float = 90) -
                 now, cpu = time.perf_counter(), _cpu_seconds(proc.pid)
                 if cpu > last_cpu + 0.5:
                     last_cpu, last_change = cpu, now
-                if now - last_change > stall_s:
+                if not proc.is_alive():  # crashed (an exception in the child): no retry
+                    try:
+                        out = q.get(timeout=1)
+                    except queue_mod.Empty:
+                        out = {"error": f"child exited with code {proc.exitcode}"}
+                elif now - last_change > stall_s:
                     out = {"error": f"hung (no CPU progress for {stall_s:.0f} s)"}
                 elif now - start > timeout_s:
                     out = {"error": f"no result in {timeout_s:.0f} s"}
@@ -233,13 +241,17 @@ def _in_child(fn, args, timeout_s: float, tries: int = 3, stall_s: float = 90) -
     return out
 
 
-def bench(batch_fn, path, disable: int, batches, nsteps: int, *args) -> dict:
+def bench(batch_fn, path, disable: int, batches, nsteps: int, *args,
+          residual: bool = True) -> dict:
     """Each batch size of one engine in a fresh child process (so jit seconds are never a
-    cache hit), the first with the state for the residual column."""
+    cache hit), the first with the state for the residual column; a line per cell as it ends."""
     out = {}
     for b in batches:
-        r = _in_child(batch_fn, (path, disable, b, nsteps, *args, b == batches[0]),
-                      timeout_s=1800)
+        r = _in_child(batch_fn, (path, disable, b, nsteps, *args,
+                                 residual and b == batches[0]), timeout_s=1800)
+        print(f"  {batch_fn.__name__.strip('_')} {path.stem} batch {b}: " + ", ".join(
+            f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+            for k, v in r.items() if k not in ("state", "split")), flush=True)
         if "model_error" in r:
             return {"error": r["model_error"]}
         out[b] = r
@@ -314,6 +326,8 @@ def main(argv=None) -> None:
                              "sizes does not overwrite an earlier table")
     parser.add_argument("--no-factor", action="store_true",
                         help="skip the tree-sparse vs dense factorization timings")
+    parser.add_argument("--no-residual", action="store_true",
+                        help="skip the residual column (its forward passes cost jit time)")
     args = parser.parse_args(argv)
     import mujoco
 
@@ -347,11 +361,12 @@ def main(argv=None) -> None:
         t0 = time.perf_counter()
         mujoco.MjModel.from_xml_path(str(path))
         load_s["MJX"] = time.perf_counter() - t0
+        residual = not args.no_residual
         results = {"mjx_lite": bench(_mjx_lite_batch, path, disable, args.batches, args.steps,
-                                     args.loop, args.x64)}
+                                     args.loop, args.x64, residual=residual)}
         if not args.no_mjx:
             results["MJX"] = bench(_mjx_batch, path, disable, args.batches, args.steps,
-                                   args.x64)
+                                   args.x64, residual=residual)
         for engine, res in results.items():
             res["load_s"] = load_s[engine]
             retried = {b: r["tries"] for b, r in res.items() if isinstance(r, dict)
