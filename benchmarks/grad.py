@@ -7,8 +7,8 @@
 For each model and batch size: jit seconds, run seconds (the fastest of 3 warm calls) and
 peak memory (XLA's buffer assignment: arguments + outputs + temporaries of the compiled
 program) of
-  forward     a vmapped ``lax.scan`` rollout of ``step`` with open-loop controls (the
-              fixed-iteration loop that ``unroll`` differentiates),
+  forward     a vmapped rollout of ``step`` with open-loop controls (``mjx_lite.rollout``,
+              a ``lax.scan``; the fixed-iteration loop that ``unroll`` differentiates),
   fwd-early   the same with ``loop="early_exit"`` (the forward that ``implicit`` runs),
   unroll      jax.grad of a loss of the final state w.r.t. the controls, through the iterations,
   checkpoint  the same with ``jax.checkpoint`` per step (rollout(checkpoint=True)),
@@ -34,15 +34,20 @@ def _measure(fn, *args) -> dict:
 
 
 def _programs(step, m, d, nsteps: int, rollout=None):
-    """forward(ctrls) and loss(ctrls) over a batch: ctrls (B, T, nu), d batched."""
+    """forward(ctrls) and loss(ctrls) over a batch: ctrls (B, T, nu), d batched. ``step_fn``
+    is a step function scanned over the controls, or, given ``rollout(m, d, ctrls, options,
+    checkpoint) -> final Data``, the options it is called with."""
 
     def one(d, ctrls, step_fn, checkpoint=False):
-        def body(d, u):
-            return step_fn(m, d.replace(ctrl=u)), None
+        if rollout is not None:
+            d = rollout(m, d, ctrls, step_fn, checkpoint)
+        else:
+            def body(d, u):
+                return step_fn(m, d.replace(ctrl=u)), None
 
-        if checkpoint:
-            body = jax.checkpoint(body)
-        d, _ = jax.lax.scan(body, d, ctrls)
+            if checkpoint:
+                body = jax.checkpoint(body)
+            d, _ = jax.lax.scan(body, d, ctrls)
         return jp.sum(d.qpos**2) + jp.sum(d.qvel**2)
 
     def forward(db, ctrls, step_fn=step):
@@ -73,9 +78,14 @@ def bench_mjx_lite(path, batches, nsteps: int, iterations: int | None, report,
     if solver is not None:
         m = m.replace(opt=m.opt.replace(solver=int(SolverType[solver])))
     d = mjx_lite.make_data(m)
-    forward, grad = _programs(mjx_lite.step, m, d, nsteps)
-    implicit = lambda mm, dd: mjx_lite.step(mm, dd, loop="early_exit", adjoint="implicit")  # noqa: E731
-    early = lambda mm, dd: mjx_lite.step(mm, dd, loop="early_exit")  # noqa: E731
+    # mjx_lite.rollout, the library's scan of step (its initial carry has dense tangents, so
+    # JAX linearizes the step once, not twice: see rollout._dense_tangents)
+    def rollout(m, d, ctrls, options, checkpoint):
+        return mjx_lite.rollout(m, d, ctrls, checkpoint=checkpoint, fields=(), **options)[0]
+
+    forward, grad = _programs({}, m, d, nsteps, rollout=rollout)
+    implicit = {"loop": "early_exit", "adjoint": "implicit"}
+    early = {"loop": "early_exit"}
     for b in batches:
         db = _batch(d, b, jax.random.key(0))
         ctrls = jp.zeros((b, nsteps, m.nu), d.qpos.dtype)

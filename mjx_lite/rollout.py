@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import jax
+import jax.numpy as jp
+from jax.custom_derivatives import SymbolicZero
 
 from mjx_lite.forward import step
 from mjx_lite.types import Data, Model
@@ -48,4 +50,36 @@ def rollout(m: Model, d: Data, ctrls: jax.Array, *, checkpoint: bool = False,
 
     if checkpoint:
         one = jax.checkpoint(one)
-    return jax.lax.scan(one, d, ctrls)
+    return jax.lax.scan(one, _dense_tangents((d, ctrls))[0], ctrls)
+
+
+@jax.custom_jvp
+def _dense_tangents(tree):
+    """``tree`` unchanged; differentiated (forward or reverse mode), every floating leaf gets
+    a tangent, zero (but not JAX's symbolic zero) where it had none. On a scan's initial
+    carry: JAX finds which carried values have a tangent by linearizing the scan's body again
+    until that set stops growing, one full linearization a round, while a carry whose leaves
+    all have one settles in the first. gymnasium ant, 100-step implicit gradient w.r.t. the
+    controls, batch 1: the step was linearized twice and RK4's stage scan six times (trace
+    17.0 s); with the carry dense, once and twice (trace 11.0 s), compile and run times and
+    the gradient unchanged."""
+    return tree
+
+
+def _dense_tangents_jvp(primals, tangents):
+    (tree,), (tans,) = primals, tangents
+    is_zero = lambda t: isinstance(t, SymbolicZero)  # noqa: E731
+    leaves, treedef = jax.tree.flatten(tans, is_leaf=is_zero)
+    live = [t for t in leaves if not is_zero(t) and jp.issubdtype(t.dtype, jp.inexact)]
+    if not live:
+        return tree, tans
+    # a zero that depends on the tangents, so that JAX cannot tell it is one
+    zero = 0 * jp.ravel(live[0])[0]
+    primal_leaves = jax.tree.leaves(tree)
+    dense = [jp.broadcast_to(zero, p.shape).astype(p.dtype)
+             if is_zero(t) and jp.issubdtype(p.dtype, jp.inexact) else t
+             for p, t in zip(primal_leaves, leaves)]
+    return tree, jax.tree.unflatten(treedef, dense)
+
+
+_dense_tangents.defjvp(_dense_tangents_jvp, symbolic_zeros=True)

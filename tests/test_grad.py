@@ -220,6 +220,45 @@ def test_transition_jacobians_cartpole_at_limit():
     assert max(errs.values()) <= JAC_RTOL, errs
 
 
+def test_rollout_linearizes_its_step_once(monkeypatch):
+    """Differentiated w.r.t. the controls alone, a plain ``lax.scan`` of step starts from a
+    carry without tangents, and JAX linearizes the step's jaxpr again each time it finds that
+    the step gives more of the carry tangents (3 times in all here); ``rollout`` starts from
+    a carry whose every floating leaf has one (``rollout._dense_tangents``) and linearizes
+    the step once, with the same gradient."""
+    from jax._src.lax.control_flow import loops
+
+    counts: dict[int, int] = {}  # linearizations of each jaxpr, by its equation count
+    real = loops.ad.linearize_jaxpr
+
+    def counting(jaxpr, nonzeros, **kw):
+        size = len(jaxpr.jaxpr.eqns)
+        counts[size] = counts.get(size, 0) + 1
+        return real(jaxpr, nonzeros, **kw)
+
+    monkeypatch.setattr(loops.ad, "linearize_jaxpr", counting)
+    m = mjx_lite.load_model(CARTPOLE)
+    d = mjx_lite.make_data(m).replace(qvel=jp.array([0.1, -0.2]))
+    ctrls = jp.full((3, m.nu), 0.1)
+
+    def plain(c):
+        out, _ = jax.lax.scan(lambda x, u: (mjx_lite.step(m, x.replace(ctrl=u)), None), d, c)
+        return jp.sum(out.qpos**2) + jp.sum(out.qvel**2)
+
+    def library(c):
+        out, _ = mjx_lite.rollout(m, d, c, fields=())
+        return jp.sum(out.qpos**2) + jp.sum(out.qvel**2)
+
+    rounds = {}
+    grads = {}
+    for name, loss in (("plain", plain), ("rollout", library)):
+        counts.clear()
+        grads[name] = jax.grad(loss)(ctrls)
+        rounds[name] = counts[max(counts)]  # the biggest: the scan's body, one step
+    assert rounds["rollout"] == 1 and rounds["plain"] > 1, rounds  # cartpole: 3 and 1
+    np.testing.assert_allclose(grads["rollout"], grads["plain"], rtol=1e-12)
+
+
 def test_step_recomputes_elementwise_intermediates(monkeypatch):
     """The checkpoint policy inside ``step`` (``forward._remat``): reverse mode through a
     rollout of free bodies in contact saves less than half the residual bytes it saves
