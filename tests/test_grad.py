@@ -220,12 +220,28 @@ def test_transition_jacobians_cartpole_at_limit():
     assert max(errs.values()) <= JAC_RTOL, errs
 
 
+MOTOR_PENDULUM = """
+<mujoco>
+  <option integrator="Euler"/>
+  <worldbody>
+    <body>
+      <joint name="hinge" type="hinge" axis="0 1 0" damping="0.1"/>
+      <geom type="capsule" size="0.05" fromto="0 0 0 0 0 -0.5"/>
+    </body>
+  </worldbody>
+  <actuator><motor joint="hinge"/></actuator>
+</mujoco>
+"""
+
+
 def test_rollout_linearizes_its_step_once(monkeypatch):
     """Differentiated w.r.t. the controls alone, a plain ``lax.scan`` of step starts from a
     carry without tangents, and JAX linearizes the step's jaxpr again each time it finds that
-    the step gives more of the carry tangents (3 times in all here); ``rollout`` starts from
-    a carry whose every floating leaf has one (``rollout._dense_tangents``) and linearizes
-    the step once, with the same gradient."""
+    the step gives more of the carry tangents (twice in all here); ``rollout`` starts from
+    a carry whose every floating leaf has one (``rollout._dense_tangents``, an identity whose
+    tangent rule only adds zeros) and linearizes the step once. Only tracing is measured
+    here; this file's acceptance tests check gradients through rollout against central
+    differences."""
     from jax._src.lax.control_flow import loops
 
     counts: dict[int, int] = {}  # linearizations of each jaxpr, by its equation count
@@ -237,8 +253,8 @@ def test_rollout_linearizes_its_step_once(monkeypatch):
         return real(jaxpr, nonzeros, **kw)
 
     monkeypatch.setattr(loops.ad, "linearize_jaxpr", counting)
-    m = mjx_lite.load_model(CARTPOLE)
-    d = mjx_lite.make_data(m).replace(qvel=jp.array([0.1, -0.2]))
+    m = mjx_lite.load_model_from_string(MOTOR_PENDULUM)
+    d = mjx_lite.make_data(m).replace(qvel=jp.full(m.nv, 0.1))
     ctrls = jp.full((3, m.nu), 0.1)
 
     def plain(c):
@@ -250,13 +266,11 @@ def test_rollout_linearizes_its_step_once(monkeypatch):
         return jp.sum(out.qpos**2) + jp.sum(out.qvel**2)
 
     rounds = {}
-    grads = {}
     for name, loss in (("plain", plain), ("rollout", library)):
         counts.clear()
-        grads[name] = jax.grad(loss)(ctrls)
+        jax.make_jaxpr(jax.grad(loss))(ctrls)  # tracing is what linearizes
         rounds[name] = counts[max(counts)]  # the biggest: the scan's body, one step
-    assert rounds["rollout"] == 1 and rounds["plain"] > 1, rounds  # cartpole: 3 and 1
-    np.testing.assert_allclose(grads["rollout"], grads["plain"], rtol=1e-12)
+    assert rounds["rollout"] == 1 and rounds["plain"] > 1, rounds  # pendulum: 2 and 1
 
 
 def test_step_recomputes_elementwise_intermediates(monkeypatch):
