@@ -73,8 +73,11 @@ def _dense_tangents_jvp(primals, tangents):
     live = [t for t in leaves if not is_zero(t) and jp.issubdtype(t.dtype, jp.inexact)]
     if not live:
         return tree, tans
-    # a zero that depends on the tangents, so that JAX cannot tell it is one
-    zero = 0 * jp.ravel(live[0])[0]
+    # a zero that depends on the tangents, so that JAX cannot tell it is one; a select, not a
+    # product with 0, so that a NaN cotangent of a leaf without a tangent stays out of the
+    # gradient (reverse mode sends the select's other branch, an exact zero, back)
+    seed = jp.ravel(live[0])[0]
+    zero = jp.where(True, jp.zeros((), seed.dtype), seed)
     primal_leaves = jax.tree.leaves(tree)
     dense = [jp.broadcast_to(zero, p.shape).astype(p.dtype)
              if is_zero(t) and jp.issubdtype(p.dtype, jp.inexact) else t

@@ -273,6 +273,20 @@ def test_rollout_linearizes_its_step_once(monkeypatch):
     assert rounds["rollout"] == 1 and rounds["plain"] > 1, rounds  # pendulum: 2 and 1
 
 
+def test_dense_tangents_keep_nan_cotangents_out():
+    """In reverse mode, the zero tangents rollout gives to carried leaves without one feed
+    nothing back: a leaf whose cotangent is infinite (sqrt at 0) leaves the gradient of the
+    others finite. (In forward mode a zero tangent through an infinite partial derivative is
+    NaN, as for any input; the engine's own partial derivatives are finite, issue 7.)"""
+    from mjx_lite.rollout import _dense_tangents
+
+    def loss(u):
+        untangented, u = _dense_tangents((jp.zeros(2), u))
+        return jp.sum(jp.sqrt(untangented)) + jp.sum(u**2)
+
+    np.testing.assert_array_equal(jax.grad(loss)(jp.array([1.0, -2.0])), [2.0, -4.0])
+
+
 def test_step_recomputes_elementwise_intermediates(monkeypatch):
     """The checkpoint policy inside ``step`` (``forward._remat``): reverse mode through a
     rollout of free bodies in contact saves less than half the residual bytes it saves
