@@ -116,4 +116,3 @@ def without_pair_caps(mjm):
         if mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_NUMERIC, i).startswith(MAX_GEOM_PAIRS):
             mjm.numeric_data[mjm.numeric_adr[i]] = 1e9
     return mjm
-
