@@ -115,8 +115,8 @@ def xfrc_accumulate(m: Model, d: Data) -> jax.Array:
     bodies = np.arange(1, m.nbody)
     if not bodies.size:
         return jp.zeros(m.nv, dtype=d.qvel.dtype)
-    x = d.xfrc_applied[bodies]
-    return apply_ft(m, d, x[:, :3], x[:, 3:], d.xipos[bodies], bodies)
+    x = math.take(d.xfrc_applied, bodies)
+    return apply_ft(m, d, x[:, :3], x[:, 3:], math.take(d.xipos, bodies), bodies)
 
 
 def fwd_acceleration(m: Model, d: Data) -> Data:
@@ -157,7 +157,8 @@ _RECOMPUTED = frozenset({
     "ceil", "clamp", "concatenate", "convert_element_type", "copy", "copy_p", "cos", "cumsum",
     "div", "dynamic_slice", "dynamic_update_slice", "eq", "exp", "exp2", "expand_dims",
     "expm1", "floor", "gather", "ge", "gt", "integer_pow", "iota", "is_finite", "le", "log",
-    "log1p", "logistic", "lt", "max", "min", "mul", "ne", "neg", "not", "or", "pad", "pow",
+    "log1p", "logistic", "lt", "max", "min", "mjx_lite_pick", "mul", "ne", "neg", "not", "or",
+    "pad", "pow",
     "reduce_and", "reduce_max", "reduce_min", "reduce_or", "reduce_sum", "rem", "reshape",
     "rev", "round", "rsqrt", "select_n", "sign", "sin", "slice", "sqrt", "square", "squeeze",
     "stop_gradient", "sub", "tan", "tanh", "transpose", "xor",
@@ -246,17 +247,19 @@ def integrate_pos(m: Model, qpos: jax.Array, qvel: jax.Array, h) -> jax.Array:
     qadr, vadr = np.asarray(m.jnt_qposadr), np.asarray(m.jnt_dofadr)
     scalar = np.isin(jtype, (JointType.HINGE, JointType.SLIDE))
     if scalar.any():
-        qpos = qpos.at[qadr[scalar]].add(h * qvel[vadr[scalar]])
+        qpos = qpos + math.spread(h * math.take(qvel, vadr[scalar]), qadr[scalar], qpos.shape[0])
     free = jtype == JointType.FREE
     if free.any():
         qi = qadr[free][:, None] + np.arange(3)
-        qpos = qpos.at[qi].add(h * qvel[vadr[free][:, None] + np.arange(3)])
+        qpos = qpos + math.spread(h * math.take(qvel, vadr[free][:, None] + np.arange(3)), qi,
+                                  qpos.shape[0])
     for kind, qoff, voff in ((JointType.BALL, 0, 0), (JointType.FREE, 3, 3)):
         sel = jtype == kind
         if sel.any():
             qi = qadr[sel][:, None] + qoff + np.arange(4)
             vi = vadr[sel][:, None] + voff + np.arange(3)
-            qpos = qpos.at[qi].set(math.quat_integrate(qpos[qi], qvel[vi], h))
+            qpos = math.put(qpos, qi, math.quat_integrate(math.take(qpos, qi),
+                                                          math.take(qvel, vi), h))
     return qpos
 
 
@@ -507,7 +510,7 @@ def _rk4(m: Model, d: Data, loop: str, adjoint: str, first=None) -> Data:
             x0 = {f: jp.where(initial, getattr(di, f), x0[f]) for f in state}
         k = di.qvel
         if rot.size:
-            k = k.at[rot].set(_dexp_inv(-h * dvel[rot], di.qvel[rot]))
+            k = math.put(k, rot, _dexp_inv(-h * math.take(dvel, rot), math.take(di.qvel, rot)))
         ks = ks.at[i].set(k)
         accs = accs.at[i].set(di.qacc)
         actds = actds.at[i].set(di.act_dot)

@@ -10,6 +10,10 @@ reverse-mode gradients.
 from __future__ import annotations
 
 import jax
+import jax.extend.core
+import jax.interpreters.ad
+import jax.interpreters.batching
+import jax.interpreters.mlir
 import jax.numpy as jp
 import numpy as np
 
@@ -33,12 +37,127 @@ def pick(x: jax.Array, idx) -> jax.Array:
     Returns:
       (..., *S) array.
     """
-    idx = np.asarray(idx, dtype=np.int32)
-    nd = x.ndim - 1
-    dnums = jax.lax.GatherDimensionNumbers(
-        offset_dims=tuple(range(nd)), collapsed_slice_dims=(nd,), start_index_map=(nd,))
-    return jax.lax.gather(x, idx[..., None], dnums, slice_sizes=x.shape[:-1] + (1,),
+    return _pick_p.bind(x, index=_StaticIndex(idx, x.shape[-1], last=True))
+
+
+def take(x: jax.Array, idx) -> jax.Array:
+    """x[idx] for a static integer array ``idx`` (any shape) indexing the leading axis: (n, ...)
+    -> (*S, ...). Its reverse-mode transpose is ``pick``'s (gathers, not a scatter-add)."""
+    return _pick_p.bind(x, index=_StaticIndex(idx, x.shape[0], last=False))
+
+
+class _StaticIndex:
+    """The static index of ``pick`` (``last``) or ``take``, hashable as a primitive parameter
+    must be, and, for the transpose, where each of the n entries was picked: ``gather[k, j]``
+    is the k-th flat position that holds j (``hit[k, j]`` false past j's count)."""
+
+    def __init__(self, idx, n: int, last: bool):
+        self.idx = np.asarray(idx, dtype=np.int32)
+        self.n, self.last = int(n), bool(last)
+        flat = self.idx.ravel()
+        counts = np.bincount(flat, minlength=self.n)
+        k = int(counts.max()) if flat.size else 0
+        self.gather = np.zeros((k, self.n), np.int32)
+        self.hit = np.zeros((k, self.n), bool)
+        seen = np.zeros(self.n, np.int32)
+        for pos, j in enumerate(flat):
+            self.gather[seen[j], j], self.hit[seen[j], j] = pos, True
+            seen[j] += 1
+        self._key = (self.n, self.last, self.idx.shape, self.idx.tobytes())
+
+    def __hash__(self):
+        return hash(self._key)
+
+    def __eq__(self, other):
+        return isinstance(other, _StaticIndex) and self._key == other._key
+
+    def __repr__(self):
+        return f"{'[..., ' if self.last else '['}{self.idx.tolist()}]"
+
+    def out_shape(self, shape):
+        return (shape[:-1] + self.idx.shape) if self.last else (self.idx.shape + shape[1:])
+
+
+def _pick_gather(x, *, index: _StaticIndex):
+    if index.last:
+        nd = x.ndim - 1
+        dnums = jax.lax.GatherDimensionNumbers(
+            offset_dims=tuple(range(nd)), collapsed_slice_dims=(nd,), start_index_map=(nd,))
+        sizes = x.shape[:-1] + (1,)
+    else:
+        s = index.idx.ndim
+        dnums = jax.lax.GatherDimensionNumbers(
+            offset_dims=tuple(range(s, s + x.ndim - 1)), collapsed_slice_dims=(0,),
+            start_index_map=(0,))
+        sizes = (1,) + x.shape[1:]
+    return jax.lax.gather(x, index.idx[..., None], dnums, slice_sizes=sizes,
                           mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)
+
+
+def spread(v: jax.Array, idx, n: int) -> jax.Array:
+    """The (n, ...) array whose row j sums the rows of v (shape (*S, ...)) at the positions
+    where the static index ``idx`` (shape S) holds j: ``jp.zeros((n, ...)).at[idx].add(v)``
+    as at most k gathers (k: the most often repeated entry), which fuse into their
+    consumers where a scatter-add is an XLA kernel of its own; it is ``take``'s transpose,
+    and ``take`` is its."""
+    return _spread(v, _StaticIndex(idx, n, last=False))
+
+
+def put(x: jax.Array, idx, v: jax.Array) -> jax.Array:
+    """``x.at[idx].set(v)`` for a static index of distinct rows, as one gather from x and v
+    (its transpose: gathers again, not the scatter a set's transpose is)."""
+    idx = np.asarray(idx, dtype=np.int32)
+    rows = np.arange(x.shape[0], dtype=np.int32)
+    rows[idx.ravel()] = x.shape[0] + np.arange(idx.size, dtype=np.int32)
+    return take(jp.concatenate([x, v.reshape((idx.size,) + x.shape[1:]).astype(x.dtype)]), rows)
+
+
+def _spread(v, index: _StaticIndex):
+    # The cotangent of entry j sums over the positions that picked j: at most k gathers (one
+    # for a permutation, as in cross products) that fuse into the backward pass's kernels,
+    # where JAX's transpose of a gather is a scatter-add, an XLA kernel of its own (163 of
+    # them in gymnasium ant's implicit-adjoint gradient, 2026-11-27).
+    p, s = index.idx.size, index.idx.ndim
+    if index.last:
+        flat, again = v.reshape(v.shape[:v.ndim - s] + (p,)), pick
+        mask = lambda hit: hit  # noqa: E731
+        shape = v.shape[:v.ndim - s] + (index.n,)
+    else:
+        flat, again = v.reshape((p,) + v.shape[s:]), take
+        mask = lambda hit: hit.reshape((-1,) + (1,) * (v.ndim - s))  # noqa: E731
+        shape = (index.n,) + v.shape[s:]
+    out = jp.zeros(shape, v.dtype)  # stays so where nothing was picked
+    for k, (gather, hit) in enumerate(zip(index.gather, index.hit)):
+        term = again(flat, gather)
+        term = term if hit.all() else jp.where(mask(hit), term, 0)
+        out = term if k == 0 else out + term
+    return out
+
+
+def _pick_transpose(ct, x, *, index: _StaticIndex):
+    return [_spread(ct, index)]
+
+
+def _pick_batch(args, dims, *, index: _StaticIndex):
+    (x,), (dim,) = args, dims
+    s = index.idx.ndim
+    if index.last:
+        if dim == x.ndim - 1:  # the picked axis is the batch's: put the batch in front
+            x, dim = jp.moveaxis(x, dim, 0), 0
+        return _pick_p.bind(x, index=index), dim
+    if dim == 0:  # the picked axis is the batch's: put the batch behind it
+        x, dim = jp.moveaxis(x, 0, 1), 1
+    return _pick_p.bind(x, index=index), dim - 1 + s
+
+
+_pick_p = jax.extend.core.Primitive("mjx_lite_pick")
+_pick_p.def_impl(_pick_gather)
+_pick_p.def_abstract_eval(
+    lambda x, *, index: jax.core.ShapedArray(index.out_shape(x.shape), x.dtype))
+jax.interpreters.mlir.register_lowering(
+    _pick_p, jax.interpreters.mlir.lower_fun(_pick_gather, multiple_results=False))
+jax.interpreters.ad.deflinear2(_pick_p, _pick_transpose)
+jax.interpreters.batching.primitive_batchers[_pick_p] = _pick_batch
 
 
 def _signed_sum(terms: jax.Array, sign: np.ndarray) -> jax.Array:

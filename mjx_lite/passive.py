@@ -33,7 +33,7 @@ def apply_ft(m: Model, d: Data, force, torque, point, body) -> jax.Array:
     """
     body = np.asarray(body, dtype=int)
     mask = tree.body_dof_mask(m)[body]  # (k, nv)
-    com = d.subtree_com[np.asarray(m.body_rootid)[body]]
+    com = math.take(d.subtree_com, np.asarray(m.body_rootid)[body])
     # the wrench about the tree's com, where cdof is expressed: (a x r) . f = a . (r x f)
     wrench = jp.concatenate([torque + math.cross(point - com, force), force], axis=-1)
     return jp.sum(jp.where(mask, wrench @ d.cdof.T, 0.0), axis=0)
@@ -46,8 +46,8 @@ def object_velocity(m: Model, d: Data, body, point, rot) -> tuple[jax.Array, jax
       body: (k,) static body ids; point: (k, 3) frame origins; rot: (k, 3, 3) frame orientations.
     """
     body = np.asarray(body, dtype=int)
-    cvel = d.cvel[body]
-    com = d.subtree_com[np.asarray(m.body_rootid)[body]]
+    cvel = math.take(d.cvel, body)
+    com = math.take(d.subtree_com, np.asarray(m.body_rootid)[body])
     lin = cvel[:, 3:] - math.cross(point - com, cvel[:, :3])
     rot_t = jp.swapaxes(rot, -1, -2)
     return jp.einsum("kij,kj->ki", rot_t, cvel[:, :3]), jp.einsum("kij,kj->ki", rot_t, lin)
@@ -98,14 +98,14 @@ def _joint_spring(m: Model, d: Data) -> jax.Array:
     k, poly = m.jnt_stiffness, m.jnt_stiffnesspoly
     scalar = np.nonzero((jtype == JointType.HINGE) | (jtype == JointType.SLIDE))[0]
     if scalar.size:
-        x = d.qpos[qadr[scalar]] - m.qpos_spring[qadr[scalar]]
-        qfrc = qfrc.at[vadr[scalar]].add(-stiffness_poly(x, k[scalar], poly[scalar]))
+        x = math.take(d.qpos, qadr[scalar]) - m.qpos_spring[qadr[scalar]]
+        qfrc = qfrc + math.spread(-stiffness_poly(x, k[scalar], poly[scalar]), vadr[scalar], m.nv)
 
     def rot_spring(jnt, qoff, voff):
         qi = qadr[jnt][:, None] + qoff + np.arange(4)
-        dif = quat_sub(d.qpos[qi], m.qpos_spring[qi])
+        dif = quat_sub(math.take(d.qpos, qi), m.qpos_spring[qi])
         frc = _vector_spring(dif, k[jnt], poly[jnt])
-        return qfrc.at[vadr[jnt][:, None] + voff + np.arange(3)].add(frc)
+        return qfrc + math.spread(frc, vadr[jnt][:, None] + voff + np.arange(3), m.nv)
 
     ball = np.nonzero(jtype == JointType.BALL)[0]
     if ball.size:
@@ -113,9 +113,9 @@ def _joint_spring(m: Model, d: Data) -> jax.Array:
     free = np.nonzero(jtype == JointType.FREE)[0]
     if free.size:
         qi = qadr[free][:, None] + np.arange(3)
-        dif = d.qpos[qi] - m.qpos_spring[qi]
+        dif = math.take(d.qpos, qi) - m.qpos_spring[qi]
         frc = _vector_spring(dif, k[free], poly[free])
-        qfrc = qfrc.at[vadr[free][:, None] + np.arange(3)].add(frc)
+        qfrc = qfrc + math.spread(frc, vadr[free][:, None] + np.arange(3), m.nv)
         qfrc = rot_spring(free, 3, 3)
     return qfrc
 

@@ -43,17 +43,17 @@ def _body_local(m: Model, d: Data):
     quat = jp.asarray(m.body_quat)
     mocap = np.nonzero(mocapid >= 0)[0]
     if mocap.size:
-        pos = pos.at[mocap].set(d.mocap_pos[mocapid[mocap]])
-        quat = quat.at[mocap].set(math.quat_normalize(d.mocap_quat[mocapid[mocap]]))
+        pos = math.put(pos, mocap, math.take(d.mocap_pos, mocapid[mocap]))
+        quat = math.put(quat, mocap, math.quat_normalize(math.take(d.mocap_quat, mocapid[mocap])))
 
     free_j = np.nonzero(jtype == JointType.FREE)[0]
     absolute = np.zeros(nbody, dtype=bool)
     absolute[jbody[free_j]] = True
     if free_j.size:
         fq = qadr[free_j]
-        pos = pos.at[jbody[free_j]].set(d.qpos[fq[:, None] + np.arange(3)])
-        fquat = d.qpos[fq[:, None] + 3 + np.arange(4)]
-        quat = quat.at[jbody[free_j]].set(math.quat_normalize(fquat))
+        pos = math.put(pos, jbody[free_j], math.take(d.qpos, fq[:, None] + np.arange(3)))
+        fquat = math.take(d.qpos, fq[:, None] + 3 + np.arange(4))
+        quat = math.put(quat, jbody[free_j], math.quat_normalize(fquat))
 
     anchor = jp.zeros((m.njnt, 3), dtype=pos.dtype)
     axis = jp.zeros((m.njnt, 3), dtype=pos.dtype)
@@ -67,22 +67,24 @@ def _body_local(m: Model, d: Data):
             if not j.size:
                 continue
             b = jbody[j]
-            p, q = pos[b], quat[b]
+            p, q = math.take(pos, b), math.take(quat, b)
             ax = math.rotate(jaxis[j], q)
             an = math.rotate(jpos[j], q) + p
-            anchor = anchor.at[j].set(an)
-            axis = axis.at[j].set(ax)
+            anchor = math.put(anchor, j, an)
+            axis = math.put(axis, j, ax)
             if jt == JointType.SLIDE:
-                p = p + ax * (d.qpos[qadr[j]] - m.qpos0[qadr[j]])[:, None]
+                p = p + ax * (math.take(d.qpos, qadr[j]) - m.qpos0[qadr[j]])[:, None]
             else:
                 if jt == JointType.HINGE:
-                    qloc = math.axis_angle_to_quat(jaxis[j], d.qpos[qadr[j]] - m.qpos0[qadr[j]])
+                    angle = math.take(d.qpos, qadr[j]) - m.qpos0[qadr[j]]
+                    qloc = math.axis_angle_to_quat(jaxis[j], angle)
                 else:
-                    qloc = math.quat_normalize(d.qpos[qadr[j][:, None] + np.arange(4)])
+                    qi = qadr[j][:, None] + np.arange(4)
+                    qloc = math.quat_normalize(math.take(d.qpos, qi))
                 q = math.quat_mul(q, qloc)
                 p = an - math.rotate(jpos[j], q)
-            pos = pos.at[b].set(p)
-            quat = quat.at[b].set(q)
+            pos = math.put(pos, b, p)
+            quat = math.put(quat, b, q)
     return pos, quat, absolute, anchor, axis
 
 
@@ -145,23 +147,25 @@ def kinematics(m: Model, d: Data) -> Data:
     # joint frames: the parent's pose applied to the parent-frame anchors/axes
     jbody = np.asarray(m.jnt_bodyid)
     jpar = np.asarray(m.body_parentid)[jbody]
-    xanchor = xpos[jpar] + math.rotate(lanchor, xquat[jpar])
-    xaxis = math.rotate(laxis, xquat[jpar])
+    xanchor = math.take(xpos, jpar) + math.rotate(lanchor, math.take(xquat, jpar))
+    xaxis = math.rotate(laxis, math.take(xquat, jpar))
     free_j = np.nonzero(np.asarray(m.jnt_type) == JointType.FREE)[0]
     if free_j.size:
-        xanchor = xanchor.at[free_j].set(xpos[jbody[free_j]])
-        xaxis = xaxis.at[free_j].set(jp.asarray(m.jnt_axis)[free_j])
+        xanchor = math.put(xanchor, free_j, math.take(xpos, jbody[free_j]))
+        xaxis = math.put(xaxis, free_j, jp.asarray(m.jnt_axis)[free_j])
 
     xipos, ximat = _local_to_global(xpos, xquat, m.body_ipos, m.body_iquat, m.body_sameframe,
                                     (xpos, xmat, xpos, xmat), xmat)
     gb = np.asarray(m.geom_bodyid)
+    xpos_g, xmat_g = math.take(xpos, gb), math.take(xmat, gb)
     geom_xpos, geom_xmat = _local_to_global(
-        xpos[gb], xquat[gb], m.geom_pos, m.geom_quat, m.geom_sameframe,
-        (xpos[gb], xmat[gb], xipos[gb], ximat[gb]), xmat[gb])
+        xpos_g, math.take(xquat, gb), m.geom_pos, m.geom_quat, m.geom_sameframe,
+        (xpos_g, xmat_g, math.take(xipos, gb), math.take(ximat, gb)), xmat_g)
     sb = np.asarray(m.site_bodyid)
+    xpos_s, xmat_s = math.take(xpos, sb), math.take(xmat, sb)
     site_xpos, site_xmat = _local_to_global(
-        xpos[sb], xquat[sb], m.site_pos, m.site_quat, m.site_sameframe,
-        (xpos[sb], xmat[sb], xipos[sb], ximat[sb]), xmat[sb])
+        xpos_s, math.take(xquat, sb), m.site_pos, m.site_quat, m.site_sameframe,
+        (xpos_s, xmat_s, math.take(xipos, sb), math.take(ximat, sb)), xmat_s)
 
     d = d.replace(
         xpos=xpos, xquat=xquat, xmat=xmat, xipos=xipos, ximat=ximat, xanchor=xanchor,
@@ -237,23 +241,24 @@ def com_pos(m: Model, d: Data) -> Data:
     """subtree_com, com-based body inertias cinert and motion axes cdof (mj_comPos)."""
     subtree_com = _subtree_com(m, d.xipos)
     root = np.asarray(m.body_rootid)
-    dif = d.xipos - subtree_com[root]
+    dif = d.xipos - math.take(subtree_com, root)
     cinert = math.inert_com(m.body_inertia, d.ximat, dif, m.body_mass)
     cinert = cinert.at[0].set(0.0)
 
     jtype, k, body, jnt = _dof_static(m)
     dtype = d.xpos.dtype
-    offset = subtree_com[root[body]] - d.xanchor[jnt]
+    offset = math.take(subtree_com, root[body]) - math.take(d.xanchor, jnt)
     rot3 = (jtype == JointType.BALL) | ((jtype == JointType.FREE) & (k >= 3))
     col = np.where(jtype == JointType.FREE, k - 3, k).clip(0, 2)
     # ball and free rotations turn about the body frame's axes (columns of xmat)
     ang_ball = d.xmat[body, :, col]
-    ang = jp.where(rot3[:, None], ang_ball, d.xaxis[jnt])
+    xaxis = math.take(d.xaxis, jnt)
+    ang = jp.where(rot3[:, None], ang_ball, xaxis)
     is_lin = (jtype == JointType.SLIDE) | ((jtype == JointType.FREE) & (k < 3))
     ang = jp.where(is_lin[:, None], 0.0, ang)
     lin_free = jp.asarray(np.eye(3)[np.clip(k, 0, 2)], dtype=dtype)
     lin = math.cross(ang, offset)
-    lin = jp.where((jtype == JointType.SLIDE)[:, None], d.xaxis[jnt], lin)
+    lin = jp.where((jtype == JointType.SLIDE)[:, None], xaxis, lin)
     lin = jp.where(((jtype == JointType.FREE) & (k < 3))[:, None], lin_free, lin)
     cdof = jp.concatenate([ang, lin], axis=-1).reshape(m.nv, 6)
     d = d.replace(subtree_com=subtree_com, cinert=cinert, cdof=cdof)

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite import math
 from mjx_lite.types import Model
 
 
@@ -68,11 +69,11 @@ def scan_down(m: Model, fn, local, root):
     prev = jax.tree.map(lambda r, loc: jp.asarray(r, dtype=loc.dtype)[None], root, local)
     outs = [prev]
     for lvl_ids, lp in zip(ids[1:], local_parent, strict=True):
-        par = jax.tree.map(lambda o, p=lp: o[p], prev)
-        loc = jax.tree.map(lambda x, i=lvl_ids: x[i], local)
+        par = jax.tree.map(lambda o, p=lp: math.take(o, p), prev)
+        loc = jax.tree.map(lambda x, i=lvl_ids: math.take(x, i), local)
         prev = fn(par, loc)
         outs.append(prev)
-    return jax.tree.map(lambda *xs: jp.concatenate(xs, axis=0)[order], *outs)
+    return jax.tree.map(lambda *xs: math.take(jp.concatenate(xs, axis=0), order), *outs)
 
 
 def scan_up(m: Model, x):
@@ -83,7 +84,7 @@ def scan_up(m: Model, x):
     ids, local_parent, order = _plan(m)
 
     def one(a):
-        acc = a[ids[-1]]
+        acc = math.take(a, ids[-1])
         outs = [acc]
         for lvl in range(len(ids) - 2, -1, -1):
             n_par = len(ids[lvl])
@@ -91,10 +92,10 @@ def scan_up(m: Model, x):
             sel = np.zeros((n_par, len(lp)), dtype=np.float64)
             sel[lp, np.arange(len(lp))] = 1.0
             flat = acc.reshape(acc.shape[0], -1)
-            acc = a[ids[lvl]] + (jp.asarray(sel, dtype=a.dtype) @ flat).reshape(
+            acc = math.take(a, ids[lvl]) + (jp.asarray(sel, dtype=a.dtype) @ flat).reshape(
                 (n_par,) + a.shape[1:])
             outs.append(acc)
-        return jp.concatenate(outs[::-1], axis=0)[order]
+        return math.take(jp.concatenate(outs[::-1], axis=0), order)
 
     return jax.tree.map(one, x)
 

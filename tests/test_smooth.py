@@ -516,6 +516,39 @@ def test_safe_gradients():
     assert np.all(np.isfinite(np.asarray(g)))
 
 
+@pytest.mark.parametrize("idx", [np.array([0, 0, 3, 1]), np.array([[1, 1], [0, 1]]),
+                                 np.array([2, 1, 0]), np.zeros(0, np.int32)])
+def test_static_gathers_transpose_to_gathers(idx):
+    """math.take / pick / spread / put equal numpy-style indexing in value, first and second
+    derivatives (both modes) and under vmap at every axis, and reverse mode through them
+    has no scatter (their transposes are gathers)."""
+    rng = np.random.default_rng(3)
+    x = jp.asarray(rng.standard_normal((5, 2, 3)))
+    pairs = {
+        "take": (lambda x: math.take(x, idx), lambda x: x[idx]),
+        "pick": (lambda x: math.pick(jp.moveaxis(x, 0, -1), idx),
+                 lambda x: jp.moveaxis(x, 0, -1)[..., idx]),
+        "spread": (lambda x: math.spread(math.take(x, idx), idx, 6),
+                   lambda x: jp.zeros((6, 2, 3)).at[idx].add(x[idx])),
+        "put": (lambda x: math.put(x, np.unique(idx), 2 * x[:len(np.unique(idx))]),
+                lambda x: x.at[np.unique(idx)].set(2 * x[:len(np.unique(idx))])),
+    }
+    for name, (ours, ref) in pairs.items():
+        loss, loss_ref = (lambda f: lambda x: jp.sum(jp.sin(f(x)) ** 2))(ours), \
+            (lambda f: lambda x: jp.sum(jp.sin(f(x)) ** 2))(ref)
+        assert_close(name, ours(x), ref(x), 0.0)
+        assert_close(name + " grad", jax.grad(loss)(x), jax.grad(loss_ref)(x), 1e-15)
+        assert_close(name + " jacfwd", jax.jacfwd(ours)(x), jax.jacfwd(ref)(x), 0.0)
+        assert_close(name + " hessian", jax.jacrev(jax.grad(loss))(x),
+                     jax.jacfwd(jax.grad(loss_ref))(x), 1e-14)
+        xs = jp.stack([x, -x, 2 * x])
+        for axis in range(4):
+            xa = jp.moveaxis(xs, 0, axis)
+            assert_close(f"{name} vmap {axis}", jax.vmap(jax.grad(loss), axis, axis)(xa),
+                         jax.vmap(jax.grad(loss_ref), axis, axis)(xa), 1e-15)
+        assert "scatter" not in str(jax.make_jaxpr(jax.grad(loss))(x)), name
+
+
 def test_tree_scans(features):
     m = features.m
     parent = np.asarray(m.body_parentid)
