@@ -457,10 +457,31 @@ def _search(m, d, p, cone, isl: _Islands, ctx: Context, v, mv):
 
     # every step evaluates one point; the searches themselves stop MuJoCo's way
     steps = max(1, budget) + 3
-    searching = lambda s: jp.any(s["phase"] != done)  # noqa: E731
+    pack, unpack = _packing(st, dtype)
+    searching = lambda s: jp.any(unpack(s)["phase"] != done)  # noqa: E731
     st = jax.lax.while_loop(lambda c: (c[0] < steps) & searching(c[1]),
-                            lambda c: (c[0] + 1, body(c[1])), (0, st))[1]
-    return st["alpha"]
+                            lambda c: (c[0] + 1, pack(body(unpack(c[1])))), (0, pack(st)))[1]
+    return unpack(st)["alpha"]
+
+
+def _packing(state, dtype):
+    """(pack, unpack) between a pytree of (k,) arrays (float, int, bool) and one (n, k) array
+    of ``dtype``: a loop carrying the search's 21 small values separately updates each in a
+    kernel of its own and copies each first (XLA's copies protect the values the other
+    kernels still read), 50 kernels a search step on CPU at batch 1; carried as one array they
+    fuse. Integers up to 2^24 and booleans are exact in either float type."""
+    leaves, tree = jax.tree_util.tree_flatten(state)
+    kinds = [leaf.dtype for leaf in leaves]
+
+    def pack(st):
+        return jp.stack([x.astype(dtype) for x in jax.tree_util.tree_leaves(st)])
+
+    def unpack(arr):
+        return jax.tree_util.tree_unflatten(
+            tree, [(arr[i] != 0) if kind == jp.bool_ else arr[i].astype(kind)
+                   for i, kind in enumerate(kinds)])
+
+    return pack, unpack
 
 
 def _cost_change(m, d, p, cone, isl: _Islands, ctx: Context, alpha, v, mv, jar):
