@@ -9,6 +9,8 @@ reverse-mode gradients.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.extend.core
 import jax.interpreters.ad
@@ -48,22 +50,26 @@ def take(x: jax.Array, idx) -> jax.Array:
 
 class _StaticIndex:
     """The static index of ``pick`` (``last``) or ``take``, hashable as a primitive parameter
-    must be, and, for the transpose, where each of the n entries was picked: ``gather[k, j]``
-    is the k-th flat position that holds j (``hit[k, j]`` false past j's count)."""
+    must be, and, for the transpose, where each of the n entries was picked: ``tables`` =
+    (gather, hit), ``gather[k, j]`` the k-th flat position that holds j (``hit[k, j]`` false
+    past j's count)."""
 
     def __init__(self, idx, n: int, last: bool):
         self.idx = np.asarray(idx, dtype=np.int32)
         self.n, self.last = int(n), bool(last)
+        self._key = (self.n, self.last, self.idx.shape, self.idx.tobytes())
+
+    @functools.cached_property
+    def tables(self) -> tuple[np.ndarray, np.ndarray]:
+        # only the transpose reads them, so a forward trace does not build them
         flat = self.idx.ravel()
-        counts = np.bincount(flat, minlength=self.n)
-        k = int(counts.max()) if flat.size else 0
-        self.gather = np.zeros((k, self.n), np.int32)
-        self.hit = np.zeros((k, self.n), bool)
+        k = int(np.bincount(flat, minlength=self.n).max()) if flat.size else 0
+        gather, hit = np.zeros((k, self.n), np.int32), np.zeros((k, self.n), bool)
         seen = np.zeros(self.n, np.int32)
         for pos, j in enumerate(flat):
-            self.gather[seen[j], j], self.hit[seen[j], j] = pos, True
+            gather[seen[j], j], hit[seen[j], j] = pos, True
             seen[j] += 1
-        self._key = (self.n, self.last, self.idx.shape, self.idx.tobytes())
+        return gather, hit
 
     def __hash__(self):
         return hash(self._key)
@@ -126,12 +132,11 @@ def _spread(v, index: _StaticIndex):
         flat, again = v.reshape((p,) + v.shape[s:]), take
         mask = lambda hit: hit.reshape((-1,) + (1,) * (v.ndim - s))  # noqa: E731
         shape = (index.n,) + v.shape[s:]
-    out = jp.zeros(shape, v.dtype)  # stays so where nothing was picked
-    for k, (gather, hit) in enumerate(zip(index.gather, index.hit)):
-        term = again(flat, gather)
-        term = term if hit.all() else jp.where(mask(hit), term, 0)
-        out = term if k == 0 else out + term
-    return out
+    terms = [again(flat, gather) if hit.all() else jp.where(mask(hit), again(flat, gather), 0)
+             for gather, hit in zip(*index.tables)]
+    if not terms:  # nothing was picked
+        return jp.zeros(shape, v.dtype)
+    return functools.reduce(jp.add, terms)
 
 
 def _pick_transpose(ct, x, *, index: _StaticIndex):

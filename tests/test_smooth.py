@@ -533,9 +533,11 @@ def test_static_gathers_transpose_to_gathers(idx):
         "put": (lambda x: math.put(x, np.unique(idx), 2 * x[:len(np.unique(idx))]),
                 lambda x: x.at[np.unique(idx)].set(2 * x[:len(np.unique(idx))])),
     }
+    def loss_of(f):
+        return lambda x: jp.sum(jp.sin(f(x)) ** 2)
+
     for name, (ours, ref) in pairs.items():
-        loss, loss_ref = (lambda f: lambda x: jp.sum(jp.sin(f(x)) ** 2))(ours), \
-            (lambda f: lambda x: jp.sum(jp.sin(f(x)) ** 2))(ref)
+        loss, loss_ref = loss_of(ours), loss_of(ref)
         assert_close(name, ours(x), ref(x), 0.0)
         assert_close(name + " grad", jax.grad(loss)(x), jax.grad(loss_ref)(x), 1e-15)
         assert_close(name + " jacfwd", jax.jacfwd(ours)(x), jax.jacfwd(ref)(x), 0.0)
