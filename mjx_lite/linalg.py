@@ -175,7 +175,7 @@ def _solve_batch(args, dims, *, trans, unit_diagonal):
         b = b if db is None else jp.moveaxis(b, db, 0)[0]
         return solve_triangular(low[0], b, trans, unit_diagonal)[None], 0
     loop = functools.partial(_loop_solve, trans=trans, unit_diagonal=unit_diagonal)
-    return jax.vmap(lambda lw, bb: loop(lw, bb), in_axes=(0, db))(low, b), 0
+    return jax.vmap(loop, in_axes=(0, db))(low, b), 0
 
 
 def _shaped_like(x, **_):

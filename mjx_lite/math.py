@@ -50,9 +50,9 @@ def take(x: jax.Array, idx) -> jax.Array:
 
 class _StaticIndex:
     """The static index of ``pick`` (``last``) or ``take``, hashable as a primitive parameter
-    must be, and, for the transpose, where each of the n entries was picked: ``tables`` =
-    (gather, hit), ``gather[k, j]`` the k-th flat position that holds j (``hit[k, j]`` false
-    past j's count)."""
+    must be, and, for the transpose, where each of the n entries was picked: ``table[j]`` the
+    flat positions that hold j, in order, padded with ``idx.size`` to the most often picked
+    entry's count."""
 
     def __init__(self, idx, n: int, last: bool):
         self.idx = np.asarray(idx, dtype=np.int32)
@@ -60,16 +60,16 @@ class _StaticIndex:
         self._key = (self.n, self.last, self.idx.shape, self.idx.tobytes())
 
     @functools.cached_property
-    def tables(self) -> tuple[np.ndarray, np.ndarray]:
-        # only the transpose reads them, so a forward trace does not build them
+    def table(self) -> np.ndarray:
+        # only the transpose reads it, so a forward trace does not build it
         flat = self.idx.ravel()
         k = int(np.bincount(flat, minlength=self.n).max()) if flat.size else 0
-        gather, hit = np.zeros((k, self.n), np.int32), np.zeros((k, self.n), bool)
+        table = np.full((self.n, k), flat.size, np.int32)
         seen = np.zeros(self.n, np.int32)
         for pos, j in enumerate(flat):
-            gather[seen[j], j], hit[seen[j], j] = pos, True
+            table[j, seen[j]] = pos
             seen[j] += 1
-        return gather, hit
+        return table
 
     def __hash__(self):
         return hash(self._key)
@@ -131,13 +131,12 @@ def _spread(v, index: _StaticIndex):
     else:
         flat, again, axis = v.reshape((p,) + v.shape[s:]), take, 0
         shape = (index.n,) + v.shape[s:]
-    gather, hit = index.tables
-    if not gather.size:  # nothing was picked
+    table = index.table
+    if not table.size:  # nothing was picked
         return jp.zeros(shape, v.dtype)
-    if hit.all() and gather.shape[0] == 1:  # a permutation
-        return again(flat, gather[0])
+    if table.shape[1] == 1 and (table < p).all():  # a permutation
+        return again(flat, table[:, 0])
     pad = jp.zeros_like(jax.lax.slice_in_dim(flat, 0, 1, axis=axis))
-    table = np.where(hit, gather, p).T
     return jp.sum(again(jp.concatenate([flat, pad], axis), table), axis=-1 if index.last else 1)
 
 
