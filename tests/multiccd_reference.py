@@ -26,8 +26,8 @@ both on 1,200 states was best there (7 of 1,200 states with another count at 0.9
 convex.xml's dodecahedron-pyramid edge-edge state (an edge 5.2 degrees from the face
 normal, in the face) is what first showed that 4.0 does not compare faces with the normal.
 
-Not covered: more than 4 clipped points (MuJoCo keeps 4: the JAX rule's largest-area
-quadrilateral), and nonzero margins. Cylinders and capsules: the second part of this file.
+Not covered: more than 4 clipped points (MuJoCo keeps 4: the JAX rule's greedy search,
+``multiccd.polygon_quad``, over mesh faces walked backwards), and nonzero margins. Cylinders and capsules: the second part of this file.
 """
 
 from __future__ import annotations

@@ -401,6 +401,22 @@ def margin_sweep(name: str, n: int, margin: float, seed: int = 1) -> dict:
                          ("dist", "pos", "frame"))
 
 
+@pytest.mark.acceptance
+def test_multiccd_keeps_mujocos_quadrilateral():
+    """Rock-pebble states of margin_sweep whose face-face patch has more than 4 corners and
+    whose 4 kept points depend on the choice: MuJoCo 4.0 keeps its greedy search's
+    quadrilateral over mesh faces walked backwards (the largest-area one put state 68 off,
+    the greedy search over faces walked forwards states 9, 56 and 68)."""
+    g1, g2 = MULTI_PAIRS["rock_pebble"]
+    mjm = pair_model(g1, g2, margin=0.01)
+    qposes = tc.random_states(mjm, np.random.default_rng(1), 69)
+    ours, theirs = tc.ours_and_theirs(mjm, [qposes[k] for k in (9, 56, 68)])
+    assert [len(t) for t in theirs] == [4, 4, 4]
+    w = tc.sweep_sets(ours, theirs, lambda w: w["dist"] <= 1e-5 and w["pos"] <= 1e-4,
+                      ("dist", "pos", "frame"))
+    assert w["off"] == 0, w
+
+
 @pytest.mark.acceptance  # CI time: test_multiccd_reference_matches_mujoco covers multiccd
 def test_multiccd_box_dodecahedron():
     w = multi_sweep("box_dodecahedron", n=10)

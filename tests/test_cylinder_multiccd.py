@@ -341,7 +341,7 @@ def test_polygon_quad_matches_reference():
         polys.append(np.concatenate([p, np.zeros((cap - n, 3))]))
         counts.append(n)
         want.append(idx)
-    got = jax.jit(jax.vmap(lambda p, c: cylinder.polygon_quad(p, c, cap)))(
+    got = jax.jit(jax.vmap(lambda p, c: multiccd.polygon_quad(p, c, cap)))(
         jp.asarray(np.stack(polys)), jp.asarray(counts))
     np.testing.assert_array_equal(np.asarray(got), np.array(want))
 

@@ -21,7 +21,7 @@ In order:
    planes, points higher than the margin above the first face go; each point ``p`` gets
    ``x1`` = ``p`` projected onto face 1, its own depth ``dist = (x1 - p) . n2``,
    ``x2 = x1 - dist n2``, frame normal ``-n2``; more than 4 points keep the quadrilateral of
-   MuJoCo's greedy maximal-area search (``polygon_quad``);
+   MuJoCo's greedy maximal-area search (``multiccd.polygon_quad``);
 2. edge-face: geom1's edge against geom2's face unless geom1 touches with a face, else
    geom2's edge against geom1's face unless geom2 touches with a face; the edge must lie in
    the face within ``EDGE_TOL`` (``|u . n_face| < 0.0888``); it is clipped by the face's side
@@ -90,65 +90,6 @@ def cap_polygon(pos, mat, size, sgn):
     c = jp.asarray(NGON_COS, pos.dtype)[:, None]
     s = jp.asarray(NGON_SIN, pos.dtype)[:, None]
     return col0 * c - col1 * s + center, mat[:, 2] * sgn
-
-
-def polygon_quad(p, cnt, cap: int, skip=False):
-    """MuJoCo's greedy search for a maximal-area quadrilateral in a convex polygon of
-    ``cnt`` > 4 corners: from (0, 1, 2, 3), for each first corner ``a`` advance the fourth
-    corner while the area grows, after each advance the third, then the second; the area
-    to beat carries over between first corners. Not the global maximum: on symmetric
-    polygons it depends on which of equal areas compares larger.
-
-    Args:
-      p: (cap, 3) corners, the first ``cnt`` real. cap: static capacity.
-      skip: no search (its result is not used); also skipped where ``cnt`` <= 4.
-    Returns:
-      (4,) corner indices.
-    """
-    q = jax.lax.stop_gradient(p)
-    n = jp.maximum(cnt, 4).astype(jp.int32)
-
-    def area(i):
-        a, b, c, d = q[i[0]], q[i[1]], q[i[2]], q[i[3]]
-        return 0.5 * math.safe_norm(math.cross(a - c, b - d))
-
-    def step(st):
-        a, b, c, d, m, res, phase, done, k = st
-        nxt = lambda x: (x + 1) % n  # noqa: E731
-        cand = jp.where(phase == 0, jp.stack([a, b, c, nxt(d)]),
-                        jp.where(phase == 1, jp.stack([a, b, nxt(c), d]),
-                                 jp.stack([a, nxt(b), c, d])))
-        val = area(cand)
-        trying = (phase <= 2) & ~done
-        acc = trying & (val > m)
-        # phase 3 closes a first corner: move b (and c, d) off a, then take the next a
-        b3 = jp.where(b == a, nxt(b), b)
-        c3 = jp.where((b == a) & (c == b3), nxt(c), c)
-        d3 = jp.where((b == a) & (c == b3) & (c3 != c) & (d == c3), nxt(d), d)
-        close = (phase == 3) & ~done
-        a2 = jp.where(close, a + 1, a)
-        b2 = jp.where(acc, cand[1], jp.where(close, b3, b))
-        c2 = jp.where(acc, cand[2], jp.where(close, c3, c))
-        d2 = jp.where(acc, cand[3], jp.where(close, d3, d))
-        m2 = jp.where(acc, val, m)
-        res2 = jp.where(acc, cand, res)
-        phase2 = jp.where(done, phase, jp.where(
-            phase == 0, jp.where(acc, 1, 3), jp.where(
-                phase == 1, jp.where(acc, 1, 2), jp.where(
-                    phase == 2, jp.where(acc, 2, 0), 0))))
-        done2 = done | (close & (a2 >= n))
-        i32 = lambda x: x.astype(jp.int32)  # noqa: E731
-        return (i32(a2), i32(b2), i32(c2), i32(d2), m2, i32(res2), i32(phase2), done2,
-                k + 1)
-
-    i4 = jp.arange(4, dtype=jp.int32)
-    st = (jp.zeros((), jp.int32), jp.ones((), jp.int32), jp.full((), 2, jp.int32),
-          jp.full((), 3, jp.int32), area(i4), i4, jp.zeros((), jp.int32),
-          jp.asarray(skip) | (cnt <= 4), jp.zeros((), jp.int32))
-    # at most about 5.5 steps per corner (tests/test_cylinder_multiccd.py); a while loop
-    # on indices (nothing to differentiate) that ends when every batch member is done
-    out = jax.lax.while_loop(lambda st: ~st[7] & (st[8] < 6 * cap + 16), step, st)
-    return out[5]
 
 
 def clip_polygon(face, cnt, normal, subject, scnt, cap: int):
@@ -340,7 +281,7 @@ def _face_face(face1, cnt1, nrm1, fv1, face2, cnt2, nrm2, fv2, margin):
     pts, npts = clip_polygon(F1, c1, n1, F2, c2, cap)
     keep = (jp.arange(cap) < npts) & ((pts - F1[0]) @ n1 <= margin)
     pts, npts = _compact(pts, keep, cap)
-    quad = polygon_quad(pts, npts, cap, skip=~ok)
+    quad = multiccd.polygon_quad(pts, npts, cap, skip=~ok)
     p = pts[jp.where(npts > 4, quad, jp.arange(4))]
     mask = jp.arange(4) < jp.minimum(npts, 4)
     w1 = multiccd._project(p, n1, F1[0])

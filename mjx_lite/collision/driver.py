@@ -36,9 +36,9 @@ mesh-mesh. Box-mesh and mesh-mesh under MuJoCo 4.0's default multi-contact go to
 (faces and edges taken from each geom's support feature along the normal, faces opposed
 within 0.996, an edge in a face within 0.0888, each point with its own depth), with the hull
 polygons of ``mesh_poly*``.
-Points beyond the pair margin are dropped (measured at margin 0.01 per geom: 496 of 500
-states within the convex tolerance); which 4 of more than 4 clipped points 4.0 keeps is not
-established (here: the largest-area quadrilateral).
+Points beyond the pair margin are dropped (measured at margin 0.01 per geom: 497 of 500
+states within the convex tolerance); of more than 4 clipped points 4.0 keeps the quadrilateral
+of its greedy search (``multiccd.polygon_quad``) over mesh faces walked backwards.
 
 Plane-mesh (``plane_mesh``) keeps up to four corners of the hull polygon at the deepest
 vertex, as measured on 4.0: a polygon of more than four corners is pruned to four by greedy
