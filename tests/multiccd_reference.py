@@ -27,7 +27,8 @@ convex.xml's dodecahedron-pyramid edge-edge state (an edge 5.2 degrees from the 
 normal, in the face) is what first showed that 4.0 does not compare faces with the normal.
 
 Not covered: more than 4 clipped points (MuJoCo keeps 4: the JAX rule's greedy search,
-``multiccd.polygon_quad``, over mesh faces walked backwards), and nonzero margins. Cylinders and capsules: the second part of this file.
+``multiccd.polygon_quad``, over mesh faces walked backwards), and nonzero margins.
+Cylinders and capsules: the second part of this file.
 """
 
 from __future__ import annotations
