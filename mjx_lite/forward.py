@@ -516,23 +516,23 @@ def _rk4(m: Model, d: Data, loop: str, adjoint: str, first=None) -> Data:
         actds = actds.at[i].set(di.act_dot)
         return (ks, accs, actds, di, x0), None
 
+    # An initial carry that is unbatched where the body's is batched makes vmap batch the
+    # body a second time (gymnasium ant, implicit gradient: 0.5 s of trace). on_state(x) is
+    # x, made to depend on the time, so batched under vmap where the state is (a select, not
+    # 0 * time, which is NaN at inf; not jnp.where, which returns an empty operand as it is)
+    anchor = d.time == d.time
+    on_state = lambda x: jax.lax.select(  # noqa: E731
+        jp.broadcast_to(anchor, x.shape), x, jp.zeros_like(x))
     x0 = {f: getattr(d, f) for f in state}
     if first is None:  # d, forward-computed, is stage 0
         rows = lambda x: jp.zeros((4,) + x.shape, x.dtype).at[0].set(x)  # noqa: E731
         stages = jp.arange(1, 4)
     else:
-        # zeros batched like x under vmap (a select, not 0 * x, which is NaN at x = inf): see
-        # the initial carry below
-        rows = lambda x: jp.where(False, x, jp.zeros((4,) + x.shape, x.dtype))  # noqa: E731
+        rows = lambda x: on_state(jp.zeros((4,) + x.shape, x.dtype))  # noqa: E731
         stages = jp.arange(4)
-    # empty arrays (na = 0, no mocap, ...) made to depend on the time, batched under vmap
-    # where the state is (a select: jnp.where returns an empty operand as it is). The body
-    # batches them, and an initial carry unbatched where the body's is batched makes vmap
-    # batch the body a second time (gymnasium ant, implicit gradient: 0.5 s of trace)
-    anchor = d.time == d.time
-    init = jax.tree.map(
-        lambda x: jax.lax.select(jp.broadcast_to(anchor, x.shape), x, jp.zeros_like(x))
-        if x.size == 0 else x, (rows(d.qvel), rows(d.qacc), rows(d.act_dot), d, x0))
+    # empty arrays (na = 0, no mocap, ...): the body batches them
+    init = jax.tree.map(lambda x: on_state(x) if x.size == 0 else x,
+                        (rows(d.qvel), rows(d.qacc), rows(d.act_dot), d, x0))
     # the last stage's Data rides in the carry (stacking every stage's Data as scan output
     # would write three copies of it)
     (ks, accs, actds, last, x0), _ = jax.lax.scan(stage, init, stages)

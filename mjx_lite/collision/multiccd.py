@@ -196,13 +196,6 @@ def clip_interval(face, cnt, normal, a, b):
     return pts, lo, hi, empty
 
 
-def _area4(p):
-    """Area of quadrilaterals p (..., 4, 3) from their diagonals."""
-    a, b, c, d = p[..., 0, :], p[..., 1, :], p[..., 2, :], p[..., 3, :]
-    g = math.cross(d - a, b - d) + math.cross(c - b, a - c)
-    return 0.5 * math.safe_norm(g, axis=-1)
-
-
 def _keep4(x1, x2, mask):
     """At most NCON of the masked points, in their ring order: all of them when they fit,
     else the quadrilateral ``polygon_quad`` picks. Returns x1, x2 (NCON, 3) and their mask.
@@ -223,9 +216,7 @@ def _keep4(x1, x2, mask):
     slot = jp.where(mask, rank, cap)
     c1 = jp.zeros((cap, 3), x1.dtype).at[slot].set(x1, mode="drop")
     c2 = jp.zeros((cap, 3), x2.dtype).at[slot].set(x2, mode="drop")
-    many = cnt > NCON
-    best = polygon_quad(c2, cnt, cap, skip=~many)
-    pick = jp.where(many, best, jp.arange(NCON))
+    pick = polygon_quad(c2, cnt, cap)  # (0, 1, 2, 3) where cnt <= NCON
     return c1[pick], c2[pick], jp.arange(NCON) < jp.minimum(cnt, NCON)
 
 
