@@ -130,7 +130,7 @@ def clip_polygon(face, cnt, normal, subject, scnt, cap: int):
         keep_q = live & in_q
         cand = jp.stack([inter, q], 1).reshape(-1, 3)
         cmask = jp.stack([cross, keep_q], 1).reshape(-1)
-        new, newn = _compact(cand, cmask, cap)
+        new, newn = multiccd.compact(cand, cmask, cap)
         pts = jp.where(kmask[e], new, pts)
         n = jp.where(kmask[e], newn, n)
     return pts, n
@@ -144,14 +144,6 @@ def clip_edge(face, cnt, normal, a, b):
     pts, lo, hi, empty = multiccd.clip_interval(face, cnt, normal, a, b)
     mult = jp.where(empty, 0, 1 + jp.stack([lo > 0, hi < 1]).astype(jp.int32))
     return pts, mult
-
-
-def _compact(x, mask, cap: int):
-    """The rows of x (n, ...) where mask, in order, padded to ``cap`` rows; and their count."""
-    rank = jp.cumsum(mask) - 1
-    slot = jp.where(mask & (rank < cap), rank, cap)
-    out = jp.zeros((cap, *x.shape[1:]), x.dtype).at[slot].set(x, mode="drop")
-    return out, jp.minimum(jp.sum(mask), cap)
 
 
 def _faces(gtype, pos, mat, size, verts, table, nout, witness):
@@ -280,9 +272,8 @@ def _face_face(face1, cnt1, nrm1, fv1, face2, cnt2, nrm2, fv2, margin):
     F2, c2, n2 = face2[j], cnt2[j], nrm2[j]
     pts, npts = clip_polygon(F1, c1, n1, F2, c2, cap)
     keep = (jp.arange(cap) < npts) & ((pts - F1[0]) @ n1 <= margin)
-    pts, npts = _compact(pts, keep, cap)
-    quad = multiccd.polygon_quad(pts, npts, cap, skip=~ok)
-    p = pts[jp.where(npts > 4, quad, jp.arange(4))]
+    pts, npts = multiccd.compact(pts, keep, cap)
+    p = pts[multiccd.polygon_quad(pts, npts, cap, skip=~ok)]  # (0, 1, 2, 3) where npts <= 4
     mask = jp.arange(4) < jp.minimum(npts, 4)
     w1 = multiccd._project(p, n1, F1[0])
     d = (w1 - p) @ n2

@@ -205,19 +205,20 @@ def _keep4(x1, x2, mask):
     where the largest has 5.96e-5, and MuJoCo 4.0 reports the former. The search depends on
     the ring's start and direction: on the clipped polygon of mesh faces walked forwards it
     put 3 of 100 rock-pebble states off MuJoCo, walked backwards (``manifold``) none."""
-    cap = mask.shape[0]
-    rank = jp.cumsum(mask) - 1
-    cnt = jp.sum(mask)
-    if cap <= NCON:
-        slot = jp.where(mask, rank, NCON)
-        f1 = jp.zeros((NCON, 3), x1.dtype).at[slot].set(x1, mode="drop")
-        f2 = jp.zeros((NCON, 3), x2.dtype).at[slot].set(x2, mode="drop")
-        return f1, f2, jp.arange(NCON) < cnt
-    slot = jp.where(mask, rank, cap)
-    c1 = jp.zeros((cap, 3), x1.dtype).at[slot].set(x1, mode="drop")
-    c2 = jp.zeros((cap, 3), x2.dtype).at[slot].set(x2, mode="drop")
+    cap = max(mask.shape[0], NCON)
+    (c1, cnt), (c2, _) = compact(x1, mask, cap), compact(x2, mask, cap)
+    if cap == NCON:
+        return c1, c2, jp.arange(NCON) < cnt
     pick = polygon_quad(c2, cnt, cap)  # (0, 1, 2, 3) where cnt <= NCON
     return c1[pick], c2[pick], jp.arange(NCON) < jp.minimum(cnt, NCON)
+
+
+def compact(x, mask, cap: int):
+    """The rows of x (n, ...) where mask, in order, padded to ``cap`` rows; and their count."""
+    rank = jp.cumsum(mask) - 1
+    slot = jp.where(mask & (rank < cap), rank, cap)
+    out = jp.zeros((cap, *x.shape[1:]), x.dtype).at[slot].set(x, mode="drop")
+    return out, jp.minimum(jp.sum(mask), cap)
 
 
 def polygon_quad(p, cnt, cap: int, skip=False):
