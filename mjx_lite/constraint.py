@@ -386,32 +386,38 @@ def _limit(m: Model, d: Data, p: RowPlan, dtype):
     return out
 
 
-def contact_jacobian(m: Model, d: Data, con) -> jax.Array:
-    """(ncon, 6, nv) Jacobian of each contact in its frame: normal, 2 tangents, 3 rotations.
+def contact_jacobian(m: Model, d: Data, con, nrows: int = 6) -> jax.Array:
+    """(ncon, nrows, nv) Jacobian of each contact in its frame: normal, 2 tangents, 3 rotations,
+    the first ``nrows`` of them.
 
     The force acts from geom 1 towards geom 2, so geom 1's point Jacobian enters with
     negative sign (Computation, "Friction cones").
     """
     # frame_i . jac(point on b) = frame_i . cdof_lin + (offset_b x frame_i) . cdof_ang
-    # (smooth.jac's columns), written as products of (ncon * 3, 3) by (3, nv) matrices: a
+    # (smooth.jac's columns), written as products of (ncon * k, 3) by (3, nv) matrices: a
     # per-contact (3, 3) x (3, nv) product and its transposes run as batched dots of tiny
-    # matrices, which jaxlib 0.10's CPU backend runs several times slower
+    # matrices, which jaxlib 0.10's CPU backend runs several times slower.
+    # Rows no contact uses are not built: the backward pass would carry them (their
+    # cotangents are zero, but XLA cannot tell), e.g. the 3 rotation rows at condim <= 3.
     n = con.pos.shape[0]
+    nlin, nrot = min(nrows, 3), max(nrows - 3, 0)
     gb = jp.asarray(np.asarray(m.geom_bodyid))
     ang, lin = d.cdof[:, :3].T, d.cdof[:, 3:].T  # (3, nv)
 
-    def rows(vec, cols):  # (n, 3, 3) by (3, nv) -> (n, 3, nv): each row vector times cols
-        return (vec.reshape(-1, 3) @ cols).reshape(n, 3, -1)
+    def rows(vec, cols):  # (n, k, 3) by (3, nv) -> (n, k, nv): each row vector times cols
+        return (vec.reshape(-1, 3) @ cols).reshape(n, vec.shape[1], -1)
 
-    frame_lin, frame_ang = rows(con.frame, lin), rows(con.frame, ang)
+    frame_lin = rows(con.frame[:, :nlin], lin)
+    frame_ang = rows(con.frame[:, :nrot], ang) if nrot else None
     jlin, jrot = 0.0, 0.0
     for side, geom in ((-1.0, con.geom[:, 0]), (1.0, con.geom[:, 1])):
         offset, mask = smooth.jac_offset(m, d, con.pos, gb[geom])
         mask = mask[:, None, :]
-        moment = frame_lin + rows(math.cross(offset[:, None, :], con.frame), ang)
+        moment = frame_lin + rows(math.cross(offset[:, None, :], con.frame[:, :nlin]), ang)
         jlin = jlin + side * jp.where(mask, moment, 0.0)
-        jrot = jrot + side * jp.where(mask, frame_ang, 0.0)
-    return jp.concatenate([jlin, jrot], 1)
+        if nrot:
+            jrot = jrot + side * jp.where(mask, frame_ang, 0.0)
+    return jp.concatenate([jlin, jrot], 1) if nrot else jlin
 
 
 def contact_active(con) -> jax.Array:
@@ -432,7 +438,8 @@ def _contact(m: Model, d: Data, p: RowPlan, con, dtype):
     if not p.nc:
         return out
     n, w = p.ncon, p.width
-    jc = contact_jacobian(m, d, con)  # (n, 6, nv)
+    # rows used: elliptic the first w, pyramidal the normal and friction directions 1..w/2
+    jc = contact_jacobian(m, d, con, w if p.elliptic else w // 2 + 1)
     dim = jp.asarray(con.dim, jp.int32)
     fr = jp.maximum(MINMU, con.friction)  # mj_assignFriction clamps to mjMINMU
     gb = jp.asarray(np.asarray(m.geom_bodyid))
@@ -452,7 +459,7 @@ def _contact(m: Model, d: Data, p: RowPlan, con, dtype):
     else:
         pair = j // 2  # friction dimension k-1 of the edge pair
         sign = jp.asarray(np.where(j % 2 == 0, 1.0, -1.0), dtype)
-        k = np.minimum(pair + 1, 5)
+        k = np.minimum(pair + 1, jc.shape[1] - 1)  # width 1 (condim 1) builds the normal only
         f = fr[:, np.minimum(pair, 4)]
         jac = jc[:, :1] + (sign[None, :] * f)[..., None] * jc[:, k]
         # condim 1 in a pyramidal slot: the first row is the plain normal

@@ -568,7 +568,7 @@ def _body_moment(m: Model, d: Data, con, bodies: np.ndarray) -> jax.Array:
     """(len(bodies), nv) moments of body transmissions from the contacts in ``con``."""
     from mjx_lite import constraint  # constraint.py imports this module
 
-    jn = constraint.contact_jacobian(m, d, con)[:, 0]  # (ncon, nv) normal rows
+    jn = constraint.contact_jacobian(m, d, con, 1)[:, 0]  # (ncon, nv) normal rows
     gb = jp.asarray(np.asarray(m.geom_bodyid))
     real = jp.all(con.geom >= 0, axis=-1)
     if getattr(con, "valid", None) is not None:
