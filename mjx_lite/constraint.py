@@ -21,6 +21,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jp
 import numpy as np
+from jax.ad_checkpoint import checkpoint_name
 
 from mjx_lite import math, smooth, tree
 from mjx_lite.types import ConeType, Data, DisableBit, EqType, JointType, Model, ObjType
@@ -569,6 +570,10 @@ def make_constraint(m: Model, d: Data, contact=None) -> Data:
         d = d.replace(contact=con.replace(
             efc_address=jp.where(slot_active, start, -1).astype(jp.int32),
             mu=jp.where(frictional, contact_mu(m, con), con.mu)))
+    # per-row values that reverse mode would otherwise recompute (forward's checkpoint policy)
+    # inside the fused kernels that form the (nefc, nv) Jacobian's cotangent, once per column
+    active = checkpoint_name(active, "efc_active")
+    r = checkpoint_name(r, "efc_R")
     d = d.replace(
         efc_type=rows["type"], efc_id=rows["id"],
         efc_J=jp.where(active[:, None], rows["J"], 0.0),
@@ -576,7 +581,8 @@ def make_constraint(m: Model, d: Data, contact=None) -> Data:
         efc_margin=jp.where(active, rows["margin"], 0.0),
         efc_frictionloss=jp.where(active, rows["frictionloss"], 0.0),
         efc_diagA=jp.where(active, diag_a, 0.0), efc_KBIP=jp.where(active[:, None], kbip, 0.0),
-        efc_D=jp.where(active, 1.0 / r, 0.0), efc_R=r, efc_active=active)
+        efc_D=checkpoint_name(jp.where(active, 1.0 / r, 0.0), "efc_D"), efc_R=r,
+        efc_active=active)
     # as mj_fwdPosition runs mj_island right after mj_makeConstraint
     from mjx_lite import island  # noqa: PLC0415 (island builds on RowPlan)
 
@@ -648,7 +654,8 @@ def reference_constraint(m: Model, d: Data, contact=None) -> Data:
     k, b, imp = d.efc_KBIP[:, 0], d.efc_KBIP[:, 1], d.efc_KBIP[:, 2]
     aref = -b * vel - k * imp * (d.efc_pos - d.efc_margin)
     aref = aref - jp.where(d.efc_active, _eq_jdot_v(m, d, p), 0.0)
-    return d.replace(efc_vel=vel, efc_aref=jp.where(d.efc_active, aref, 0.0))
+    aref = checkpoint_name(jp.where(d.efc_active, aref, 0.0), "efc_aref")
+    return d.replace(efc_vel=vel, efc_aref=aref)
 
 
 def compact(d: Data, fields=("efc_J", "efc_pos", "efc_margin", "efc_frictionloss", "efc_D",

@@ -38,6 +38,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jp
 import numpy as np
+from jax.ad_checkpoint import checkpoint_name
 
 from mjx_lite import island, linalg, smooth
 from mjx_lite.constraint import (
@@ -127,6 +128,12 @@ def _row_update(m: Model, d: Data, p: RowPlan, cone: _Cone | None, jar: jax.Arra
     # unilateral rows (limits, frictionless and pyramidal contacts): quadratic when jar < 0
     uni = ~is_eq & ~is_fr & ~is_cone
     quad = is_eq | (is_fr & ~lin_neg & ~lin_pos) | (uni & (jar < 0))
+    # row zones saved by forward's checkpoint policy rather than recomputed from jar in the
+    # backward's fused kernels, which would redo them for each of the nv columns of J's
+    # cotangent (see constraint.make_constraint)
+    quad = checkpoint_name(quad, "efc_quad")
+    lin_neg = checkpoint_name(lin_neg, "efc_linneg")
+    lin_pos = checkpoint_name(lin_pos, "efc_linpos")
     force = jp.where(quad, -dd * jar, 0.0)
     force = jp.where(lin_neg, floss, jp.where(lin_pos, -floss, force))
     cost_rows = jp.where(quad, 0.5 * dd * jar * jar, 0.0)
