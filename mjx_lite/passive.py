@@ -53,19 +53,13 @@ def object_velocity(m: Model, d: Data, body, point, rot) -> tuple[jax.Array, jax
     return jp.einsum("kij,kj->ki", rot_t, cvel[:, :3]), jp.einsum("kij,kj->ki", rot_t, lin)
 
 
-def _safe_norm(x, axis=-1):
-    sq = jp.sum(x * x, axis=axis)
-    safe = jp.where(sq > 0, sq, 1.0)
-    return jp.where(sq > 0, jp.sqrt(safe), 0.0)
-
-
 def quat_sub(qa, qb):
     """Rotation vector v with qa = qb * exp(v) (mju_subQuat), batched over leading axes."""
     w1, v1 = qb[..., :1], -qb[..., 1:]  # conjugate of qb
     w2, v2 = qa[..., :1], qa[..., 1:]
     w = w1 * w2 - jp.sum(v1 * v2, axis=-1, keepdims=True)
     v = w1 * v2 + w2 * v1 + math.cross(v1, v2)
-    s = _safe_norm(v)[..., None]
+    s = math.safe_norm(v)[..., None]
     w = w[..., :]
     angle = 2.0 * jp.arctan2(s, w)
     angle = jp.where(angle > jp.pi, angle - 2.0 * jp.pi, angle)
@@ -87,7 +81,7 @@ def damping_poly(v, b, poly):
 
 def _vector_spring(dif, k, poly):
     # the polynomial acts on the norm along the displacement: -f(|x|) x / |x|
-    n = _safe_norm(dif)
+    n = math.safe_norm(dif)
     return -dif * (k + n * (poly[:, 0] + n * poly[:, 1]))[:, None]
 
 
@@ -252,10 +246,10 @@ def _ellipsoid_fluid(m: Model, d: Data, geoms: np.ndarray) -> jax.Array:
     den = jp.sum(prod**2 * v * v, axis=1)
     ratio = num / jp.maximum(den, _MINVAL)
     a_proj = jp.pi * jp.where(ratio > 0, jp.sqrt(jp.where(ratio > 0, ratio, 1.0)), 0.0)
-    speed = _safe_norm(v)
+    speed = math.safe_norm(v)
     # normal of the cross-section whose projection is a_proj
     normal = prod * v / jp.where(s > 0, s, 1.0)
-    nnorm = _safe_norm(normal)
+    nnorm = math.safe_norm(normal)
     cos_alpha = jp.sum(normal * v, axis=1) / jp.maximum(_MINVAL, speed * nnorm)
     nhat = normal / jp.where(nnorm > _MINVAL, nnorm, 1.0)[:, None]
     circ = math.cross(nhat, v) * (kutta * rho * cos_alpha * a_proj)[:, None]
@@ -269,7 +263,7 @@ def _ellipsoid_fluid(m: Model, d: Data, geoms: np.ndarray) -> jax.Array:
                                              jp.maximum(s0, s1)], axis=1) ** 4
     i_max = jp.max(i_d, axis=1, keepdims=True)
     mom = w * (angular[:, None] * i_d + slender[:, None] * (i_max - i_d))
-    ang_drag = beta * 8.0 * jp.pi * r_d**3 + rho * _safe_norm(mom)
+    ang_drag = beta * 8.0 * jp.pi * r_d**3 + rho * math.safe_norm(mom)
     torque = torque - ang_drag[:, None] * w
 
     force = coef[:, None] * jp.einsum("kij,kj->ki", rot, force)
