@@ -7,9 +7,9 @@ move by 5-10% between processes minutes apart) falls on both alike.
 
 Each tree's package is copied under its own name (``mjx_lite_a``, ``mjx_lite_b``: the
 package's own imports renamed), both programs are compiled, then each round runs one after
-the other. Programs: ``forward`` (a 100-step ``rollout``, the model's solver set to
-``--solver`` with ``--iterations``) or ``implicit`` (the gradient of a loss of its final
-state w.r.t. the controls, early-exit loop, implicit adjoint), as in ``grad.py``. Prints jit
+the other. Programs, built by ``grad.py``'s helpers: ``forward`` (a 100-step ``rollout``, the
+model's solver set to ``--solver`` with ``--iterations``) or ``implicit`` (the gradient of a
+loss of its final state w.r.t. the controls, early-exit loop, implicit adjoint). Prints jit
 seconds, min and median run ms and a checksum of the output per tree.
 """
 
@@ -29,6 +29,7 @@ import jax.numpy as jp
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from grad import _batch, _programs  # noqa: E402
 from run import _model_path  # noqa: E402
 
 
@@ -46,20 +47,17 @@ def _program(pkg: str, args):
     m = m.replace(opt=m.opt.replace(iterations=args.iterations,
                                     solver=int(types.SolverType[args.solver])))
     d = mj.make_data(m)
-    opts = {} if args.program == "forward" else {"loop": "early_exit", "adjoint": "implicit"}
 
-    def loss(d, ctrl):
-        d = mj.rollout(m, d, ctrl, fields=(), **opts)[0]
-        return jp.sum(d.qpos ** 2) + jp.sum(d.qvel ** 2)
+    def rollout(m, d, ctrls, options, checkpoint):
+        return mj.rollout(m, d, ctrls, checkpoint=checkpoint, fields=(), **options)[0]
 
-    keys = jax.random.split(jax.random.key(0), args.batch)
-    ds = jax.vmap(lambda k: d.replace(qvel=d.qvel + 0.01 * jax.random.normal(
-        k, d.qvel.shape)))(keys)
-    ctrls = jp.zeros((args.batch, args.steps, m.nu))
+    forward, grad = _programs({}, m, d, args.steps, rollout=rollout)
     if args.program == "forward":
-        fn = jax.vmap(loss)
+        fn = forward
     else:
-        fn = lambda x, c: jax.grad(lambda c: jp.sum(jax.vmap(loss)(x, c)))(c)  # noqa: E731
+        fn = lambda x, c: grad(x, c, step_fn={"loop": "early_exit", "adjoint": "implicit"})  # noqa: E731
+    ds = _batch(d, args.batch, jax.random.key(0))
+    ctrls = jp.zeros((args.batch, args.steps, m.nu), d.qpos.dtype)
     start = time.perf_counter()
     compiled = jax.jit(fn).lower(ds, ctrls).compile()
     jit_s = time.perf_counter() - start
