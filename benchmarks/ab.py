@@ -29,7 +29,7 @@ import jax.numpy as jp
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from grad import _batch, _programs  # noqa: E402
+from grad import IMPLICIT, _batch, mjx_lite_programs  # noqa: E402
 from run import _model_path  # noqa: E402
 
 
@@ -41,21 +41,13 @@ def _copy_package(tree: pathlib.Path, name: str, dest: pathlib.Path) -> None:
 
 
 def _program(pkg: str, args):
-    mj = importlib.import_module(pkg)
-    types = importlib.import_module(pkg + ".types")
-    m = mj.load_model(_model_path(args.model))
-    m = m.replace(opt=m.opt.replace(iterations=args.iterations,
-                                    solver=int(types.SolverType[args.solver])))
-    d = mj.make_data(m)
-
-    def rollout(m, d, ctrls, options, checkpoint):
-        return mj.rollout(m, d, ctrls, checkpoint=checkpoint, fields=(), **options)[0]
-
-    forward, grad = _programs({}, m, d, args.steps, rollout=rollout)
+    m, d, forward, grad = mjx_lite_programs(importlib.import_module(pkg),
+                                            _model_path(args.model), args.steps,
+                                            args.iterations, args.solver)
     if args.program == "forward":
         fn = forward
     else:
-        fn = lambda x, c: grad(x, c, step_fn={"loop": "early_exit", "adjoint": "implicit"})  # noqa: E731
+        fn = lambda x, c: grad(x, c, step_fn=IMPLICIT)  # noqa: E731
     ds = _batch(d, args.batch, jax.random.key(0))
     ctrls = jp.zeros((args.batch, args.steps, m.nu), d.qpos.dtype)
     start = time.perf_counter()

@@ -22,6 +22,7 @@ Disable the persistent compilation cache when measuring jit seconds.
 from __future__ import annotations
 
 import argparse
+import importlib
 
 import jax
 import jax.numpy as jp
@@ -67,24 +68,36 @@ def _batch(d, batch: int, key):
     return jax.vmap(one)(jax.random.split(key, batch))
 
 
-def bench_mjx_lite(path, batches, nsteps: int, iterations: int | None, report,
-                   solver: str | None = None, skip=()) -> None:
-    import mjx_lite
-    from mjx_lite.types import SolverType
+# step options of the implicit-adjoint gradient: the early-exit loop, the solve's adjoint
+IMPLICIT = {"loop": "early_exit", "adjoint": "implicit"}
 
-    m = mjx_lite.load_model(path)
+
+def mjx_lite_programs(lib, path, nsteps: int, iterations: int | None = None,
+                      solver: str | None = None):
+    """(m, d, forward, grad) of ``_programs`` for the model at ``path``, with ``lib`` the
+    mjx_lite package (or a renamed copy of it, as ``ab.py`` loads two) and its solver and
+    iteration count set where given."""
+    solver_type = importlib.import_module(lib.__name__ + ".types").SolverType
+    m = lib.load_model(path)
     if iterations is not None:
         m = m.replace(opt=m.opt.replace(iterations=iterations))
     if solver is not None:
-        m = m.replace(opt=m.opt.replace(solver=int(SolverType[solver])))
-    d = mjx_lite.make_data(m)
-    # mjx_lite.rollout, the library's scan of step (its initial carry has dense tangents, so
-    # JAX linearizes the step once, not twice: see rollout._dense_tangents)
-    def rollout(m, d, ctrls, options, checkpoint):
-        return mjx_lite.rollout(m, d, ctrls, checkpoint=checkpoint, fields=(), **options)[0]
+        m = m.replace(opt=m.opt.replace(solver=int(solver_type[solver])))
+    d = lib.make_data(m)
 
-    forward, grad = _programs({}, m, d, nsteps, rollout=rollout)
-    implicit = {"loop": "early_exit", "adjoint": "implicit"}
+    # the library's rollout, its scan of step (its initial carry has dense tangents, so JAX
+    # linearizes the step once, not twice: see rollout._dense_tangents)
+    def rollout(m, d, ctrls, options, checkpoint):
+        return lib.rollout(m, d, ctrls, checkpoint=checkpoint, fields=(), **options)[0]
+
+    return (m, d) + _programs({}, m, d, nsteps, rollout=rollout)
+
+
+def bench_mjx_lite(path, batches, nsteps: int, iterations: int | None, report,
+                   solver: str | None = None, skip=()) -> None:
+    import mjx_lite
+
+    m, d, forward, grad = mjx_lite_programs(mjx_lite, path, nsteps, iterations, solver)
     early = {"loop": "early_exit"}
     for b in batches:
         db = _batch(d, b, jax.random.key(0))
@@ -94,7 +107,7 @@ def bench_mjx_lite(path, batches, nsteps: int, iterations: int | None, report,
             "fwd-early": lambda x, c: forward(x, c, step_fn=early),
             "unroll": grad,
             "checkpoint": lambda x, c: grad(x, c, checkpoint=True),
-            "implicit": lambda x, c: grad(x, c, step_fn=implicit),
+            "implicit": lambda x, c: grad(x, c, step_fn=IMPLICIT),
         }
         base = None
         for name, fn in programs.items():
