@@ -77,7 +77,16 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import math
-from mjx_lite.collision import box, convex, cylinder, hfield, multiccd, plane_mesh, primitive
+from mjx_lite.collision import (
+    box,
+    convex,
+    cylinder,
+    hfield,
+    multiccd,
+    nativeccd,
+    plane_mesh,
+    primitive,
+)
 from mjx_lite.collision.pairs import PairGroup, pair_groups
 from mjx_lite.collision.types import EMPTY_DIST, Contact, make_frame
 from mjx_lite.types import Data, DisableBit, EnableBit, GeomType, Model
@@ -351,6 +360,8 @@ def group_contacts(m: Model, d: Data, grp: PairGroup):
         verts = args[7:9] if len(args) > 7 else (None, None)
         geoms = (*args[:3], verts[0], *args[3:6], verts[1])
         sd = convex.signed_distances(*ccd, geoms, near)
+        if ccd in nativeccd.PAIRS:
+            sd = nativeccd.refine(*ccd, geoms, args[6], sd, near)
         dist, pos, normal, tangent, valid = jax.vmap(fn.AFTER)(*sd, *args)
     else:
         dist, pos, normal, tangent, valid = jax.vmap(fn)(*args)

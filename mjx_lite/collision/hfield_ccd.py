@@ -214,51 +214,30 @@ class Shapes:
     then grows both shapes by it (the support points move along their directions, so the
     grown shapes' penetration is margin - dist) and, the shapes being no longer discrete,
     stops GJK and EPA at ccd_tolerance as for smooth ones (``soft``).
+    ``first``: None, or (geom type, size, centre, orientation) of a smooth geom 1 that takes
+    the prism's place (``mjccd``: a convex pair outside a height field, in world
+    coordinates); its vertex id is always 0.
     """
 
-    def __init__(self, prism, pts, mat, local, box, smooth=None, half=None):
+    def __init__(self, prism, pts, mat, local, box, smooth=None, half=None, first=None):
         self.prism, self.pts, self.mat, self.local, self.box = prism, pts, mat, local, box
-        self.smooth, self.half = smooth, half
-        self.soft = smooth is not None or half is not None
+        self.smooth, self.half, self.first = smooth, half, first
+        self.soft = smooth is not None or half is not None or first is not None
+        self.dtype = (prism if first is None else first[2]).dtype
 
     def smooth_point(self, e):
         """A smooth partner's support point along e (hfield frame), margin-grown."""
-        core = self._smooth_core(*self.smooth, e)
+        kind, size, pos = self.smooth
+        core = smooth_core(kind, size, pos, self.mat, e)
         return core if self.half is None else core + self.half * e
-
-    def _smooth_core(self, kind, size, pos, e):
-        if kind == "sphere":
-            return pos + size[0] * e
-        u = jp.stack([_dot(self.mat[:, 0], e), _dot(self.mat[:, 1], e),
-                      _dot(self.mat[:, 2], e)])
-        # MuJoCo 4.0's support functions (mjc_capsuleSupport, mjc_ellipsoidSupport,
-        # mjc_cylinderSupport) in their order of operations: axis-aligned poses tie on the
-        # last bit
-        if kind == "capsule":  # the upper cap's centre for a level or upward u
-            loc = u * size[0]
-            loc = loc.at[2].add(jp.where(u[2] >= 0, size[1], -size[1]))
-        elif kind == "ellipsoid":
-            t = rounded(u * size)
-            tt = _dot(t, t)
-            # square roots of 0 guarded: unused polytope slots hold zero directions, whose
-            # derivative would otherwise be 0 * inf
-            big = tt >= MINVAL * MINVAL  # MuJoCo: norm >= mjMINVAL, else the x vertex
-            inv = 1.0 / jp.sqrt(jp.where(big, tt, 1.0))
-            first = jp.zeros(3, size.dtype).at[0].set(size[0])
-            loc = jp.where(big, t * rounded(inv * size), first)
-        else:  # cylinder: the rim point along u's radial part (none below mjMINVAL), the
-            # top cap for a level or upward u
-            r2 = _round1(u[0] * u[0]) + _round1(u[1] * u[1])
-            big = r2 > MINVAL * MINVAL
-            scale = size[0] / jp.sqrt(jp.where(big, r2, 1.0))
-            rim = jp.where(big, u[:2] * scale, 0.0)
-            loc = jp.concatenate([rim, jp.where(u[2] >= 0, size[1], -size[1])[None]])
-        return jp.stack([_dot(self.mat[0], loc), _dot(self.mat[1], loc),
-                         _dot(self.mat[2], loc)]) + pos
 
     def prism_point(self, d, ia):
         """The prism's point of a vertex found along d with prism id ia (margin-grown)."""
-        return self.prism[ia] if self.half is None else self.prism[ia] + self.half * d
+        if self.first is not None:
+            core = smooth_core(*self.first, d)
+        else:
+            core = self.prism[ia]
+        return core if self.half is None else core + self.half * d
 
     def partner_point(self, d, ib):
         """The partner's point of a vertex found along d with partner id ib."""
@@ -269,13 +248,16 @@ class Shapes:
     def support(self, d):
         """Support of prism - partner along d: (w, prism vertex id, partner vertex id; 0
         for a smooth partner)."""
-        vals = _dot(self.prism, d)
-        lo = jp.where(d[2] < 0, 0, 3)
-        best, val = lo, vals[lo]
-        for k in (1, 2):
-            t = vals[lo + k]
-            best = jp.where(t > val, lo + k, best)
-            val = jp.where(t > val, t, val)
+        if self.first is not None:
+            best = jp.zeros((), jp.int32)
+        else:
+            vals = _dot(self.prism, d)
+            lo = jp.where(d[2] < 0, 0, 3)
+            best, val = lo, vals[lo]
+            for k in (1, 2):
+                t = vals[lo + k]
+                best = jp.where(t > val, lo + k, best)
+                val = jp.where(t > val, t, val)
         e = -d
         if self.smooth:
             return self.prism_point(d, best) - self.smooth_point(e), \
@@ -288,6 +270,37 @@ class Shapes:
         else:
             ib = jp.argmax(_dot(self.local, loc[None])).astype(jp.int32)
         return self.prism_point(d, best) - self.partner_point(d, ib), best.astype(jp.int32), ib
+
+
+def smooth_core(kind, size, pos, mat, e):
+    """Support point along the unit direction e of a sphere, capsule, ellipsoid or cylinder
+    of ``size`` at ``pos`` with orientation ``mat``."""
+    u = jp.stack([_dot(mat[:, 0], e), _dot(mat[:, 1], e), _dot(mat[:, 2], e)])
+    # MuJoCo 4.0's support functions (mjc_capsuleSupport, mjc_ellipsoidSupport,
+    # mjc_cylinderSupport) in their order of operations: axis-aligned poses tie on the
+    # last bit
+    if kind == "sphere":
+        return pos + size[0] * e
+    if kind == "capsule":  # the upper cap's centre for a level or upward u
+        loc = u * size[0]
+        loc = loc.at[2].add(jp.where(u[2] >= 0, size[1], -size[1]))
+    elif kind == "ellipsoid":
+        t = rounded(u * size)
+        tt = _dot(t, t)
+        # square roots of 0 guarded: unused polytope slots hold zero directions, whose
+        # derivative would otherwise be 0 * inf
+        big = tt >= MINVAL * MINVAL  # MuJoCo: norm >= mjMINVAL, else the x vertex
+        inv = 1.0 / jp.sqrt(jp.where(big, tt, 1.0))
+        first = jp.zeros(3, size.dtype).at[0].set(size[0])
+        loc = jp.where(big, t * rounded(inv * size), first)
+    else:  # cylinder: the rim point along u's radial part (none below mjMINVAL), the
+        # top cap for a level or upward u
+        r2 = _round1(u[0] * u[0]) + _round1(u[1] * u[1])
+        big = r2 > MINVAL * MINVAL
+        scale = size[0] / jp.sqrt(jp.where(big, r2, 1.0))
+        rim = jp.where(big, u[:2] * scale, 0.0)
+        loc = jp.concatenate([rim, jp.where(u[2] >= 0, size[1], -size[1])[None]])
+    return jp.stack([_dot(mat[0], loc), _dot(mat[1], loc), _dot(mat[2], loc)]) + pos
 
 
 def box_points(pos, mat, size):
@@ -466,7 +479,7 @@ def _epa(sh: Shapes, TA, TB, TD, nv_cap: int, nf_cap: int):
     vertex repeats; smooth ones when the new support point's bound is within
     ccd_tolerance of the nearest face (this iteration's bound, not the running minimum:
     measured, that is what reproduces MuJoCo 4.0's ellipsoid and cylinder contacts)."""
-    dt = sh.prism.dtype
+    dt = sh.dtype
     W0 = jax.vmap(sh.prism_point)(TD, TA) - jax.vmap(sh.partner_point)(TD, TB)
     VD = jp.zeros((nv_cap, 3), dt).at[:4].set(TD)
     VW = jp.zeros((nv_cap, 3), dt).at[:4].set(W0)

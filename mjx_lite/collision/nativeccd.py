@@ -1,0 +1,115 @@
+"""MuJoCo 4.0's own GJK/EPA answer for touching and penetrating convex pairs with a smooth
+geom (Computation chapter, "Collision detection > Convex collisions"; MuJoCo 4.0's native
+pipeline, measured).
+
+MuJoCo 4.0 stops EPA on smooth shapes (ellipsoid, cylinder, and sphere or capsule taken
+whole) as soon as a new support point's bound is within ``ccd_tolerance`` of the nearest
+face, so its depth is within 1e-6 of the optimum but its normal only within ~1e-3 (the
+curvature turns a depth error e into a normal error of about sqrt(2 e / radius)). The general
+solver (``convex``) converges to the optimum instead, so at such states its normal is another
+than MuJoCo's by more than 1e-4. Here the same pairs take MuJoCo's search itself:
+``hfield_ccd``'s port of its GJK (sub-distance algorithm, then the tetrahedron walk) and EPA
+(face map between lower^2 and upper^2, horizon by depth-first walk), with geom 1 as a smooth
+shape in place of the prism.
+
+Which states take it, as 4.0 does (measured on ``tests/test_convex.py``'s states, margin
+0.02 per geom): a pair apart by more than ``ccd_tolerance`` keeps the converged distance (its
+GJK distance, which the general solver gives); a touching or penetrating one takes the
+query on both shapes grown by half the contact margin (dist = margin - grown depth). A
+sphere or capsule geom 1 takes it only where its core (centre, segment) touches or enters
+the other geom, else the core's converged distance minus the radius (as on a height field,
+``hfield``).
+
+The search runs on ``stop_gradient``-ed poses, compacted to the lanes that need it
+(``convex.compact_map``); the contact is rebuilt differentiably from the nearest face's
+support directions (``hfield_ccd.prism_rebuild``'s way), so gradients stay finite.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jp
+
+from mjx_lite.collision import convex, hfield_ccd
+from mjx_lite.types import GeomType
+
+_G = GeomType
+SMOOTH = {_G.SPHERE: "sphere", _G.CAPSULE: "capsule", _G.ELLIPSOID: "ellipsoid",
+          _G.CYLINDER: "cylinder"}
+# the single-contact pairs whose geom 1 is smooth (type1 <= type2, as the driver orders them)
+PAIRS = ((_G.CAPSULE, _G.ELLIPSOID), (_G.ELLIPSOID, _G.ELLIPSOID), (_G.ELLIPSOID, _G.CYLINDER),
+         (_G.ELLIPSOID, _G.BOX), (_G.ELLIPSOID, _G.MESH), (_G.SPHERE, _G.MESH),
+         (_G.CAPSULE, _G.CYLINDER), (_G.CAPSULE, _G.MESH), (_G.CYLINDER, _G.CYLINDER),
+         (_G.CYLINDER, _G.BOX), (_G.CYLINDER, _G.MESH))
+# EPA's capacities for a smooth pair: KMAX expansions (as hfield.SMOOTH_CAPS)
+CAPS = (hfield_ccd.KMAX + 5, 320)
+
+
+def _shapes(type1: int, type2: int, geoms, half):
+    pos1, mat1, size1, _, pos2, mat2, size2, verts2 = geoms
+    first = (SMOOTH[type1], size1, pos1, mat1)
+    if type2 in SMOOTH:
+        pts, local, box, smooth = jp.zeros((1, 3), pos2.dtype), None, False, (
+            SMOOTH[type2], size2, pos2)
+    elif type2 == _G.BOX:
+        pts, local, box, smooth = hfield_ccd.box_points(pos2, mat2, size2), None, True, None
+    else:
+        pts, local, box, smooth = hfield_ccd.mesh_points(pos2, mat2, verts2), verts2, False, None
+    return hfield_ccd.Shapes(None, pts, mat2, local, box, smooth, half, first)
+
+
+def search(type1: int, type2: int, geoms, margin):
+    """MuJoCo's GJK and EPA on both geoms grown by half ``margin`` (``stop_gradient``-ed
+    inputs): (ok, geom-1 ids (3,), geom-2 ids (3,), support directions (3, 3)) of the
+    nearest face."""
+    geoms = jax.tree.map(jax.lax.stop_gradient, geoms)
+    sh = _shapes(type1, type2, geoms, 0.5 * jax.lax.stop_gradient(margin))
+    ok_g, TA, TB, TD = hfield_ccd._gjk(sh, geoms[0] - geoms[4])
+    ok_e, ia, ib, dv = hfield_ccd._epa(sh, TA, TB, TD, *CAPS)
+    return ok_g & ok_e, ia, ib, dv
+
+
+def rebuild(type1: int, type2: int, geoms, margin, found):
+    """The contact of ``search``'s face on the traced poses: (dist, normal, pos, ok)."""
+    ok_s, ia, ib, dv = found
+    sh = _shapes(type1, type2, geoms, 0.5 * margin)
+    dist, n, pos, ok_c = hfield_ccd._contact(jax.vmap(sh.prism_point)(dv, ia),
+                                             jax.vmap(sh.partner_point)(dv, ib))
+    return dist + margin, n, pos, ok_s & ok_c & (dist < 0)
+
+
+def refine(type1: int, type2: int, geoms, margin, contact, active):
+    """``convex.signed_distances``' contacts (dist, normal, pos) over n pairs, with MuJoCo's
+    query where 4.0 takes it (module docstring): searched on the ``active`` lanes that need
+    it, rebuilt on all."""
+    dist, normal, pos = contact
+    n = dist.shape[0]
+    r1 = jax.vmap(lambda size: convex.core_radius(type1, size))(geoms[2])
+    if type1 in (_G.SPHERE, _G.CAPSULE):
+        need = dist + r1 <= 0.0  # the core touches or enters geom 2
+    else:
+        need = dist <= hfield_ccd.TOL
+    need = need & active
+    dt = dist.dtype
+    i3 = jp.zeros((n, 3), jp.int32)
+    found = convex.compact_map(
+        lambda skip, g, mg: search(type1, type2, g, mg), need, (geoms, margin),
+        (jp.zeros(n, bool), i3, i3, jp.zeros((n, 3, 3), dt)), convex.EPA_CHUNK)
+    qd, qn, qp, ok = jax.vmap(lambda g, mg, f: rebuild(type1, type2, g, mg, f))(
+        geoms, margin, found)
+    take = need & ok
+    return (jp.where(take, qd, dist), jp.where(take[:, None], qn, normal),
+            jp.where(take[:, None], qp, pos))
+
+
+def signed_distance(type1: int, type2: int, geoms, margin):
+    """``convex.signed_distance`` of one pair (``geoms`` as there: pos1, mat1, size1, verts1,
+    pos2, mat2, size2, verts2) with MuJoCo's query where 4.0 takes it, as the driver
+    computes it: (dist, normal, pos)."""
+    sd = convex.signed_distance(type1, type2, *geoms)
+    if (type1, type2) not in PAIRS:
+        return sd
+    one = lambda x: None if x is None else jp.asarray(x)[None]  # noqa: E731
+    out = refine(type1, type2, tuple(one(g) for g in geoms), one(margin),
+                 tuple(one(x) for x in sd), jp.ones(1, bool))
+    return tuple(x[0] for x in out)
