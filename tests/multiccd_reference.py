@@ -425,12 +425,14 @@ def _edges(t, pos, mat, size, nout, witness, exact, through=None):
     return out
 
 
-def cylinder_multicontact(mjm, d, epa, margin: float = 0.0, through=None):
+def cylinder_multicontact(mjm, d, epa, margin: float = 0.0, through=None, gen=None):
     """Contacts [(dist, pos, frame normal)] of geoms 0 and 1 (a capsule or cylinder pair in
     MuJoCo's order) given GJK/EPA's (dist, n, pos), and a dict with 'kind' ('ff', 'e1',
     'e2' or 'single'), 'tie' (the quadrilateral search met equal areas) and 'polygon' (the
     clipped points, each with its dist and pos). ``through``: a point the cylinder or capsule
-    generator passes through instead (MuJoCo's own, from its contacts)."""
+    generator passes through instead (MuJoCo's own, from its contacts). ``gen``: (point on
+    geom 1, point on geom 2) of EPA's nearest face's first vertex, where a cylinder's
+    generator is taken (as 4.0 does after its own EPA)."""
     dist, n, pos = epa
     info = {"kind": "single", "tie": False, "polygon": []}
     single = [(dist, pos, n)]
@@ -462,11 +464,15 @@ def cylinder_multicontact(mjm, d, epa, margin: float = 0.0, through=None):
         else:
             idx = list(range(len(p)))
     else:
+        at1 = at2 = through
+        if through is None and gen is not None:
+            at1 = gen[0] if t1 == _CYLINDER else None
+            at2 = gen[1] if t2 == _CYLINDER else None
         if not touch1 and F2:
-            kind, E, F = "e1", _edges(t1, *g1, n, x1, False, through), F2
+            kind, E, F = "e1", _edges(t1, *g1, n, x1, False, at1), F2
         elif not touch2 and F1:
             E = (_mesh_edges(mesh2, -n, False) if t2 == _MESH else
-                 _edges(t2, *g2, -n, x2, t1 == _CYLINDER and t2 in (_BOX, _CYLINDER), through))
+                 _edges(t2, *g2, -n, x2, t1 == _CYLINDER and t2 in (_BOX, _CYLINDER), at2))
             kind, F = "e2", F1
         else:
             return single, info

@@ -194,11 +194,11 @@ def _collide(name, mjm):
         verts, table = _mesh_data(mjm)
 
         def one(xpos, xmat, size, margin):
-            epa = nativeccd.signed_distance(types[0], types[1], (
+            epa, gen = nativeccd.signed_distance(types[0], types[1], (
                 xpos[0], xmat[0], size[0], None, xpos[1], xmat[1], size[1], verts), margin)
-            return epa, cylinder.manifold(types[0], types[1], *epa, xpos[0], xmat[0], size[0],
-                                          None, None, xpos[1], xmat[1], size[1], verts, table,
-                                          margin, ncon)
+            return (epa, gen), cylinder.manifold(
+                types[0], types[1], *epa, xpos[0], xmat[0], size[0], None, None, xpos[1],
+                xmat[1], size[1], verts, table, margin, ncon, gen)
 
         _FN[name] = jax.jit(jax.vmap(one, in_axes=(0, 0, None, None)))
     return _FN[name]
@@ -263,7 +263,7 @@ def sweep(name: str, n_random: int, n_face: int, margin: float = 0.0, seed: int 
         theirs.append([(float(c.dist), c.pos.copy(), c.frame[:3].copy())
                        for c in d.contact[:d.ncon]])
     types = tuple(int(t) for t in mjm.geom_type[:2])
-    (ed, en, ep), (cd, cp, cn, cv) = (tuple(np.asarray(x) for x in part) for part in _collide(
+    ((ed, en, ep), (gp1, gp2, gt)), (cd, cp, cn, cv) = jax.tree.map(np.asarray, _collide(
         name, mjm)(jp.asarray(np.stack(xpos)), jp.asarray(np.stack(xmat)),
                    jp.asarray(mjm.geom_size[:2]), margin))
     capsule1 = types[0] == GeomType.CAPSULE
@@ -277,7 +277,8 @@ def sweep(name: str, n_random: int, n_face: int, margin: float = 0.0, seed: int 
         d.qpos[:] = q
         mujoco.mj_kinematics(mjm, d)
         epa = (float(ed[k]), en[k], ep[k])
-        want, info = ref.cylinder_multicontact(mjm, d, epa, margin)
+        want, info = ref.cylinder_multicontact(mjm, d, epa, margin,
+                                               gen=(gp1[k], gp2[k]) if gt[k] else None)
         if epa[0] > margin:
             want = []
         # the JAX rule is the reference's, given the same GJK/EPA result (on equal areas,
@@ -333,9 +334,13 @@ def sweep(name: str, n_random: int, n_face: int, margin: float = 0.0, seed: int 
 
 @pytest.mark.parametrize("name", sorted(PAIRS))
 def test_matches_mujoco(name):
+    """With MuJoCo's own GJK/EPA search (``collision.nativeccd``) and its generator at the
+    nearest face's first vertex, nearly every state is exact (here 97 of 102; before them,
+    the acceptance sweep had 293 of 605 exact at margin 0)."""
     s = sweep(name, n_random=12, n_face=24)
     s.pop("log")
     assert s["multi"] >= 4 and s["exact_multi"] >= 3, s
+    assert s["exact"] >= 0.85 * s["states"] and s["epa"] <= 1, s
 
 
 def test_margin_matches_mujoco():

@@ -194,13 +194,13 @@ def _faces(gtype, pos, mat, size, verts, table, nout, witness):
     return face, count, normal, valid, touch
 
 
-def _edges(gtype, pos, mat, size, verts, table, nout, witness, exact: bool):
+def _edges(gtype, pos, mat, size, verts, table, nout, witness, exact: bool, through=None):
     """Candidate edges (E, 2, 3) of a geom at its contact along ``nout`` and their validity.
 
     A capsule's generator through its witness point; a cylinder's generator from the rim
-    point supporting it along ``nout`` to the other cap; a box's or mesh's edges at its
-    supporting vertex (with ``exact``, a box's or cylinder's only where its two ends are at the
-    same depth).
+    point supporting it along ``nout`` (or at the azimuth of ``through``, (point, use)) to
+    the other cap; a box's or mesh's edges at its supporting vertex (with ``exact``, a box's
+    or cylinder's only where its two ends are at the same depth).
     """
     dt = pos.dtype
     axis = mat[:, 2]
@@ -210,6 +210,11 @@ def _edges(gtype, pos, mat, size, verts, table, nout, witness, exact: bool):
         return e[None], jp.ones((1,), bool)
     if gtype == _G.CYLINDER:
         loc = mat.T @ nout
+        if through is not None:
+            # MuJoCo 4.0 takes the generator at its EPA face's first vertex (measured:
+            # tests/test_cylinder_multiccd.py, "generator" states)
+            at = mat.T @ (through[0] - pos)
+            loc = jp.where(through[1], jp.concatenate([at[:2], loc[2:]]), loc)
         r2 = loc[0] * loc[0] + loc[1] * loc[1]
         ok = r2 >= MINVAL * MINVAL
         scl = jp.where(ok, size[0] / jp.sqrt(jp.where(ok, r2, 1.0)), 0.0)
@@ -281,10 +286,11 @@ def _face_face(face1, cnt1, nrm1, fv1, face2, cnt2, nrm2, fv2, margin):
 
 
 def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2, mat2,
-             size2, verts2, table2, margin, ncon: int):
+             size2, verts2, table2, margin, ncon: int, gen=None):
     """The multi-contact rule for a pair with a cylinder or capsule, given GJK/EPA's result
     (dist, unit normal n from geom1 to geom2, pos midway): (dist, pos, normal, valid), each
-    with ``ncon`` rows."""
+    with ``ncon`` rows. ``gen``: None, or (gen1, gen2, taken) of ``nativeccd.refine``: where
+    taken, a cylinder's generator is at the azimuth of its point there."""
     dt = pos.dtype
     # MuJoCo inflates each geom by half the margin: a capsule's witness (hence its generator)
     # moves with it; a face stays put and the half margin is added to the points afterwards
@@ -310,9 +316,12 @@ def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2
                                                         nrm2, fv2, h1 + h2)
 
     # 2. edge-face: geom1's edge on geom2's face, else geom2's edge on geom1's face
-    e1, ev1 = _edges(type1, pos1, mat1, size1, verts1, table1, n, x1, False)
+    t1 = t2 = None
+    if gen is not None:
+        t1, t2 = (gen[0], gen[2]), (gen[1], gen[2])
+    e1, ev1 = _edges(type1, pos1, mat1, size1, verts1, table1, n, x1, False, t1)
     e2, ev2 = _edges(type2, pos2, mat2, size2, verts2, table2, -n, x2,
-                     type1 == _G.CYLINDER and type2 in (_G.BOX, _G.CYLINDER))
+                     type1 == _G.CYLINDER and type2 in (_G.BOX, _G.CYLINDER), t2)
     ok1, E1, G2, gc2, gn2 = _edge_face(e1, ev1, face2, cnt2, nrm2, fv2)
     ok2, E2, G1, gc1, gn1 = _edge_face(e2, ev2, face1, cnt1, nrm1, fv1)
     try1 = ~touch1 & jp.any(fv2)
@@ -371,11 +380,13 @@ def make_cylinder_multiccd(type1: int, type2: int):
     ncon = 2 if type1 == _G.CAPSULE else 4
 
     def after(dist, n, pos, pos1, mat1, size1, pos2, mat2, size2, margin, verts1=None,
-              verts2=None, table1=None, table2=None):
+              verts2=None, table1=None, table2=None, gen=None):
         d, p, nrm, valid = manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1,
-                                    table1, pos2, mat2, size2, verts2, table2, margin, ncon)
+                                    table1, pos2, mat2, size2, verts2, table2, margin, ncon,
+                                    gen)
         return d, p, nrm, jp.zeros_like(p), valid
 
     collide = convex.ccd_collider(type1, type2, after, ncon, "multiccd")
     collide.POLY = _G.MESH in (type1, type2)
+    collide.GEN = True
     return collide

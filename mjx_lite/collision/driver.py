@@ -360,9 +360,12 @@ def group_contacts(m: Model, d: Data, grp: PairGroup):
         verts = args[7:9] if len(args) > 7 else (None, None)
         geoms = (*args[:3], verts[0], *args[3:6], verts[1])
         sd = convex.signed_distances(*ccd, geoms, near)
+        extra = {}
         if ccd in nativeccd.PAIRS:
-            sd = nativeccd.refine(*ccd, geoms, args[6], sd, near)
-        dist, pos, normal, tangent, valid = jax.vmap(fn.AFTER)(*sd, *args)
+            sd, gen = nativeccd.refine(*ccd, geoms, args[6], sd, near)
+            if getattr(fn, "GEN", False):
+                extra["gen"] = gen
+        dist, pos, normal, tangent, valid = jax.vmap(fn.AFTER)(*sd, *args, **extra)
     else:
         dist, pos, normal, tangent, valid = jax.vmap(fn)(*args)
     valid = valid & near[:, None]

@@ -70,18 +70,22 @@ def search(type1: int, type2: int, geoms, margin):
 
 
 def rebuild(type1: int, type2: int, geoms, margin, found):
-    """The contact of ``search``'s face on the traced poses: (dist, normal, pos, ok)."""
+    """The contact of ``search``'s face on the traced poses: (dist, normal, pos, ok), and the
+    face's first vertex on each geom (grown shapes), where 4.0's multi-contact takes a
+    cylinder's generator: (gen1, gen2)."""
     ok_s, ia, ib, dv = found
     sh = _shapes(type1, type2, geoms, 0.5 * margin)
-    dist, n, pos, ok_c = hfield_ccd._contact(jax.vmap(sh.prism_point)(dv, ia),
-                                             jax.vmap(sh.partner_point)(dv, ib))
-    return dist + margin, n, pos, ok_s & ok_c & (dist < 0)
+    A = jax.vmap(sh.prism_point)(dv, ia)
+    B = jax.vmap(sh.partner_point)(dv, ib)
+    dist, n, pos, ok_c = hfield_ccd._contact(A, B)
+    return (dist + margin, n, pos, ok_s & ok_c & (dist < 0)), (A[0], B[0])
 
 
 def refine(type1: int, type2: int, geoms, margin, contact, active):
     """``convex.signed_distances``' contacts (dist, normal, pos) over n pairs, with MuJoCo's
     query where 4.0 takes it (module docstring): searched on the ``active`` lanes that need
-    it, rebuilt on all."""
+    it, rebuilt on all. Returns the contacts and (gen1, gen2, taken): the nearest face's first
+    vertex on each geom where ``taken`` (``rebuild``)."""
     dist, normal, pos = contact
     n = dist.shape[0]
     r1 = jax.vmap(lambda size: convex.core_radius(type1, size))(geoms[2])
@@ -95,21 +99,22 @@ def refine(type1: int, type2: int, geoms, margin, contact, active):
     found = convex.compact_map(
         lambda skip, g, mg: search(type1, type2, g, mg), need, (geoms, margin),
         (jp.zeros(n, bool), i3, i3, jp.zeros((n, 3, 3), dt)), convex.EPA_CHUNK)
-    qd, qn, qp, ok = jax.vmap(lambda g, mg, f: rebuild(type1, type2, g, mg, f))(
-        geoms, margin, found)
+    (qd, qn, qp, ok), (gen1, gen2) = jax.vmap(
+        lambda g, mg, f: rebuild(type1, type2, g, mg, f))(geoms, margin, found)
     take = need & ok
-    return (jp.where(take, qd, dist), jp.where(take[:, None], qn, normal),
-            jp.where(take[:, None], qp, pos))
+    contact = (jp.where(take, qd, dist), jp.where(take[:, None], qn, normal),
+               jp.where(take[:, None], qp, pos))
+    return contact, (gen1, gen2, take)
 
 
 def signed_distance(type1: int, type2: int, geoms, margin):
     """``convex.signed_distance`` of one pair (``geoms`` as there: pos1, mat1, size1, verts1,
     pos2, mat2, size2, verts2) with MuJoCo's query where 4.0 takes it, as the driver
-    computes it: (dist, normal, pos)."""
+    computes it: ((dist, normal, pos), (gen1, gen2, taken)) as ``refine``'s."""
     sd = convex.signed_distance(type1, type2, *geoms)
     if (type1, type2) not in PAIRS:
-        return sd
+        return sd, (sd[2], sd[2], jp.zeros((), bool))
     one = lambda x: None if x is None else jp.asarray(x)[None]  # noqa: E731
     out = refine(type1, type2, tuple(one(g) for g in geoms), one(margin),
                  tuple(one(x) for x in sd), jp.ones(1, bool))
-    return tuple(x[0] for x in out)
+    return jax.tree.map(lambda x: x[0], out)
