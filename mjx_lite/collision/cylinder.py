@@ -2,13 +2,16 @@
 capsule-cylinder, capsule-mesh, cylinder-cylinder, cylinder-box, cylinder-mesh.
 
 Measured against mujoco 4.0.0 (``tests/multiccd_reference.py``, section "Cylinders and
-capsules"), not read from its source. GJK/EPA (``convex``) gives the normal ``n`` (geom1 ->
-geom2), the depth and the witness points; then each geom offers candidate faces and edges:
+capsules"), not read from its source. GJK/EPA gives the normal ``n`` (geom1 -> geom2), the
+depth and the witness points: MuJoCo's own search where the geoms touch or penetrate
+(``nativeccd``), the converged distance (``convex``) where they are apart; then each geom
+offers candidate faces and edges:
 
 * a cylinder: its cap facing the contact as a regular 16-gon (corners at radius r and
   multiples of 22.5 degrees from the local x axis), none when it touches with its side
-  (``|axis . n| < SIDE_EPS``); its generator from the rim point supporting it along ``n``
-  to the other cap;
+  (``|axis . n| < SIDE_EPS``); its generator to the other cap at the azimuth of EPA's
+  nearest face's first vertex on the cylinder (where ``nativeccd`` searched; measured), else
+  from the rim point supporting it along ``n``;
 * a capsule: no face; the generator through its witness point;
 * a box or mesh: the face it touches with (normal within ``FACE_TOL`` of ``n``; of coplanar
   mesh polygons the one holding the witness), else its faces facing ``n`` (a mesh's at its

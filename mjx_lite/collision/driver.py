@@ -31,7 +31,10 @@ layout (static slot geoms).
 The convex solver serves the pairs for which MuJoCo 4.0 returns one contact: sphere-mesh and
 ellipsoid with capsule, ellipsoid, cylinder, box or mesh; with ``multiccd`` disabled also
 capsule-cylinder, capsule-mesh, cylinder-cylinder, cylinder-box, cylinder-mesh, box-mesh and
-mesh-mesh. Box-mesh and mesh-mesh under MuJoCo 4.0's default multi-contact go to
+mesh-mesh. Those with a smooth geom (all but box-mesh and mesh-mesh) take MuJoCo's own
+GJK/EPA search (``nativeccd``, its EPA stopped at ccd_tolerance as 4.0 stops it) where they
+touch or penetrate, so their normals are MuJoCo's, not the converged optimum's. Box-mesh
+and mesh-mesh under MuJoCo 4.0's default multi-contact go to
 ``multiccd``: GJK/EPA's normal, then 4.0's rule as measured in ``tests/multiccd_reference.py``
 (faces and edges taken from each geom's support feature along the normal, faces opposed
 within 0.996, an edge in a face within 0.0888, each point with its own depth), with the hull
@@ -52,16 +55,17 @@ penetrating prism in MuJoCo's visiting order, at most ``mjMAXCONPAIR`` (measured
 in ``tests/test_hfield_collision.py``). A group's height fields must share a grid shape.
 
 Pairs with a cylinder or a capsule under multiccd (``cylinder``, as measured on 4.0 in
-``tests/multiccd_reference.py``): GJK/EPA's normal and witness points, then a cylinder cap as
-MuJoCo's 16-gon (corners every 22.5 degrees from the local x axis), a cylinder's or capsule's
-generator as its edge; face-face where two faces face each other within cos 0.996, edge-face
-where an edge lies in a face within sin 0.0888, each point with its own depth and the face's
-normal as frame normal; with a margin, each geom inflated by half of it. Measured errors
-(``tests/acceptance/collision_multiccd.txt``): exact (1e-6) except where MuJoCo takes a
-generator at its EPA vertex (off by its EPA tolerance, up to ~1e-3 in pos), where its EPA
-stops short (as for single contacts), and on symmetric faces (a cylinder standing fully on a
-face) where MuJoCo's greedy search keeps 4 of the 16 rim points by rounding: then ours are 4
-other corners of the same clipped polygon. A box corner (not an exact edge) or a tilted
+``tests/multiccd_reference.py``): GJK/EPA's normal and witness points (``nativeccd`` where
+they touch or penetrate), then a cylinder cap as MuJoCo's 16-gon (corners every 22.5 degrees
+from the local x axis), a cylinder's or capsule's generator as its edge (a cylinder's at the
+azimuth of EPA's nearest face's first vertex); face-face where two faces face each other
+within cos 0.996, edge-face where an edge lies in a face within sin 0.0888, each point with
+its own depth and the face's normal as frame normal; with a margin, each geom inflated by
+half of it. Measured (``tests/acceptance/collision_multiccd.txt``): exact (1e-6) in 1301 of
+1408 states; the others within the convex tolerances, rounding ties (on symmetric faces, a
+cylinder standing fully on a face, MuJoCo's greedy search keeps 4 of the 16 rim points by
+rounding: ours are 4 other corners of the same clipped polygon), or states where our
+search's path leaves MuJoCo's. A box corner (not an exact edge) or a tilted
 cylinder lying on a cylinder's cap gives one contact, as on 4.0; a mesh's candidate faces
 are its polygons at the supporting vertex.
 
