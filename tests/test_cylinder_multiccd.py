@@ -204,30 +204,31 @@ def _collide(name, mjm):
     return _FN[name]
 
 
-def _match(ours, theirs) -> float:
-    """Worst error of MuJoCo's contacts matched (nearest pos) to ours; inf on other counts."""
+def _field_errors(ours, theirs):
+    """Worst (dist, pos, normal) errors of MuJoCo's contacts matched (nearest pos) to ours;
+    None on other counts."""
     if len(ours) != len(theirs):
-        return np.inf
-    pool, worst = list(ours), 0.0
+        return None
+    pool, worst = list(ours), np.zeros(3)
     for d, p, n in theirs:
         i = min(range(len(pool)), key=lambda i: np.linalg.norm(pool[i][1] - p))
         best = pool.pop(i)
-        worst = max(worst, abs(best[0] - d), np.abs(best[1] - p).max(), np.abs(best[2] - n).max())
+        worst = np.maximum(worst, [abs(best[0] - d), np.abs(best[1] - p).max(),
+                                   np.abs(best[2] - n).max()])
     return worst
+
+
+def _match(ours, theirs) -> float:
+    """Worst error of MuJoCo's contacts matched (nearest pos) to ours; inf on other counts."""
+    err = _field_errors(ours, theirs)
+    return np.inf if err is None else float(err.max())
 
 
 def _within(ours, theirs) -> bool:
     """Same count and every contact of MuJoCo's matched (nearest pos) within ``WITHIN``."""
-    if len(ours) != len(theirs):
-        return False
-    pool = list(ours)
-    for d, p, n in theirs:
-        i = min(range(len(pool)), key=lambda i: np.linalg.norm(pool[i][1] - p))
-        best = pool.pop(i)
-        if (abs(best[0] - d) > WITHIN["dist"] or np.abs(best[1] - p).max() > WITHIN["pos"]
-                or np.abs(best[2] - n).max() > WITHIN["normal"]):
-            return False
-    return True
+    err = _field_errors(ours, theirs)
+    return err is not None and bool(np.all(err <= [WITHIN["dist"], WITHIN["pos"],
+                                                    WITHIN["normal"]]))
 
 
 def _subset(points, polygon) -> float:

@@ -68,10 +68,6 @@ def _aabb(type2, size2, verts2, mat):
 # capacities of the discrete EPA (hfield_ccd): a box has 8 vertex ids, so at most 7
 # expansions; a mesh's EPA runs at most KMAX expansions (faces: 146 seen, 256 kept)
 DISCRETE_CAPS = {_G.BOX: (13, 80), _G.MESH: (hfield_ccd.KMAX + 5, 256)}
-# smooth partners: KMAX expansions (faces: 129 seen in 20 ellipsoid poses, 320 kept)
-SMOOTH_CCD = {_G.SPHERE: "sphere", _G.CAPSULE: "capsule", _G.ELLIPSOID: "ellipsoid",
-              _G.CYLINDER: "cylinder"}
-SMOOTH_CAPS = (hfield_ccd.KMAX + 5, 320)
 
 
 def _segment_meets_prism(pv, a, b):
@@ -112,7 +108,7 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
     others the converged GJK/EPA (see the module docstring)."""
     nx, ny = nwin
     poly = type2 in DISCRETE_CAPS
-    smooth = type2 in SMOOTH_CCD
+    smooth = type2 in hfield_ccd.SMOOTH
     cored = type2 in (_G.SPHERE, _G.CAPSULE)
     ncell = nx * ny
     ncon = min(MAXCONPAIR, 2 * ncell)
@@ -230,10 +226,11 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
         if poly:  # the discrete query at zero margin, the grown one with a margin
             contact = query(contact, needed & known, DISCRETE_CAPS[type2], None, None)
             if margined:
-                contact = query(contact, grown, SMOOTH_CAPS, None, margin)
+                contact = query(contact, grown, hfield_ccd.SMOOTH_CAPS, None, margin)
         elif smooth:
-            contact = query(contact, needed & (known if cored else known | grown), SMOOTH_CAPS,
-                            (SMOOTH_CCD[type2], size2), margin if margined else None)
+            contact = query(contact, needed & (known if cored else known | grown),
+                            hfield_ccd.SMOOTH_CAPS, (hfield_ccd.SMOOTH[type2], size2),
+                            margin if margined else None)
         dist, normal, cpos, hit = contact
         ok = live2 & high & hit
         # the first MAXCONPAIR contacts in visiting order

@@ -41,11 +41,18 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite.types import GeomType
+
 MINVAL = 1e-15
 MAXVAL = 1e10
 KMAX = 35  # MuJoCo's ccd_iterations default; GJK and EPA iterations
 TOL = 1e-6  # ccd_tolerance: GJK's final test on the distance
 GJK_STEPS = 2 * KMAX + 4  # GJK iterations plus tetrahedron-walk iterations (they share k)
+# the smooth geoms' support functions (``smooth_core``) by geom type, and EPA's capacities for
+# a query with one: KMAX expansions (faces: 129 seen in 20 ellipsoid poses, 320 kept)
+SMOOTH = {GeomType.SPHERE: "sphere", GeomType.CAPSULE: "capsule",
+          GeomType.ELLIPSOID: "ellipsoid", GeomType.CYLINDER: "cylinder"}
+SMOOTH_CAPS = (KMAX + 5, 320)
 
 
 # ---- vector helpers in numpy's evaluation order
@@ -214,8 +221,8 @@ class Shapes:
     then grows both shapes by it (the support points move along their directions, so the
     grown shapes' penetration is margin - dist) and, the shapes being no longer discrete,
     stops GJK and EPA at ccd_tolerance as for smooth ones (``soft``).
-    ``first``: None, or (geom type, size, centre, orientation) of a smooth geom 1 that takes
-    the prism's place (``mjccd``: a convex pair outside a height field, in world
+    ``first``: None, or (``SMOOTH`` name, size, centre, orientation) of a smooth geom 1 that takes
+    the prism's place (``nativeccd``: a convex pair outside a height field, in world
     coordinates); its vertex id is always 0.
     """
 

@@ -34,15 +34,12 @@ from mjx_lite.collision import convex, hfield_ccd
 from mjx_lite.types import GeomType
 
 _G = GeomType
-SMOOTH = {_G.SPHERE: "sphere", _G.CAPSULE: "capsule", _G.ELLIPSOID: "ellipsoid",
-          _G.CYLINDER: "cylinder"}
+SMOOTH = hfield_ccd.SMOOTH
 # the single-contact pairs whose geom 1 is smooth (type1 <= type2, as the driver orders them)
 PAIRS = ((_G.CAPSULE, _G.ELLIPSOID), (_G.ELLIPSOID, _G.ELLIPSOID), (_G.ELLIPSOID, _G.CYLINDER),
          (_G.ELLIPSOID, _G.BOX), (_G.ELLIPSOID, _G.MESH), (_G.SPHERE, _G.MESH),
          (_G.CAPSULE, _G.CYLINDER), (_G.CAPSULE, _G.MESH), (_G.CYLINDER, _G.CYLINDER),
          (_G.CYLINDER, _G.BOX), (_G.CYLINDER, _G.MESH))
-# EPA's capacities for a smooth pair: KMAX expansions (as hfield.SMOOTH_CAPS)
-CAPS = (hfield_ccd.KMAX + 5, 320)
 
 
 def _shapes(type1: int, type2: int, geoms, half):
@@ -65,7 +62,7 @@ def search(type1: int, type2: int, geoms, margin):
     geoms = jax.tree.map(jax.lax.stop_gradient, geoms)
     sh = _shapes(type1, type2, geoms, 0.5 * jax.lax.stop_gradient(margin))
     ok_g, TA, TB, TD = hfield_ccd._gjk(sh, geoms[0] - geoms[4])
-    ok_e, ia, ib, dv = hfield_ccd._epa(sh, TA, TB, TD, *CAPS)
+    ok_e, ia, ib, dv = hfield_ccd._epa(sh, TA, TB, TD, *hfield_ccd.SMOOTH_CAPS)
     return ok_g & ok_e, ia, ib, dv
 
 
@@ -88,8 +85,8 @@ def refine(type1: int, type2: int, geoms, margin, contact, active):
     vertex on each geom where ``taken`` (``rebuild``)."""
     dist, normal, pos = contact
     n = dist.shape[0]
-    r1 = jax.vmap(lambda size: convex.core_radius(type1, size))(geoms[2])
     if type1 in (_G.SPHERE, _G.CAPSULE):
+        r1 = jax.vmap(lambda size: convex.core_radius(type1, size))(geoms[2])
         need = dist + r1 <= 0.0  # the core touches or enters geom 2
     else:
         need = dist <= hfield_ccd.TOL
