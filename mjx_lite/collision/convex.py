@@ -247,7 +247,7 @@ def _gjk(pair: _Pair, v0, skip=False):
 
     # a while loop: nothing is differentiated through the search (see _Pair)
     P, keys, mask, _, inside, _, _ = jax.lax.while_loop(
-        lambda st: ~st[3] & (st[5] < GJK_ITERS), body, state)
+        lambda st: ~st[3] & (st[5] < GJK_ITERS), body, math.lanewise(state, v0))
     return P, keys, mask, inside
 
 
@@ -329,7 +329,8 @@ def _epa_polytope(pair: _Pair, P, keys, skip):
 
     st = (W, keys, faces, adj, fvalid, skip, jp.zeros((), jp.int32))
     W, keys, faces, _, fvalid, _, _ = jax.lax.while_loop(
-        lambda st: ~st[5] & (st[6] < EPA_ITERS), lambda st: _epa_step(pair, tol, st), st)
+        lambda st: ~st[5] & (st[6] < EPA_ITERS), lambda st: _epa_step(pair, tol, st),
+        math.lanewise(st, P))
     return W, keys, faces, fvalid
 
 
@@ -513,7 +514,7 @@ def compact_map(f, mask, args, init, chunk: int = CHUNK):
         return c + 1, out
 
     return jax.lax.while_loop(lambda st: st[0] * chunk < count, body,
-                              (jp.zeros((), jp.int32), init))[1]
+                              math.lanewise((jp.zeros((), jp.int32), init), mask))[1]
 
 
 def signed_distances(type1: int, type2: int, geoms, active):

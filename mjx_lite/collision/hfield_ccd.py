@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite.math import lanewise
 from mjx_lite.types import GeomType
 
 MINVAL = 1e-15
@@ -461,7 +462,8 @@ def _gjk(sh: Shapes, x0):
         new["TD"] = jp.where(ok_gjk, st["SD"], new["TD"])
         return new
 
-    st = jax.lax.while_loop(lambda s: (s["phase"] != 2) & (s["steps"] < GJK_STEPS), body, st)
+    st = jax.lax.while_loop(lambda s: (s["phase"] != 2) & (s["steps"] < GJK_STEPS), body,
+                            lanewise(st, x0))
     return st["ok"] & (st["phase"] == 2), st["TA"], st["TB"], st["TD"]
 
 
@@ -563,7 +565,7 @@ def _epa(sh: Shapes, TA, TB, TD, nv_cap: int, nf_cap: int):
             out["sp"] = jp.where(over, 0, out["sp"])
             return out
 
-        ds = jax.lax.while_loop(lambda s: s["sp"] > 0, step, ds)
+        ds = jax.lax.while_loop(lambda s: s["sp"] > 0, step, lanewise(ds, w))
         return ds
 
     def body(st):
@@ -647,7 +649,8 @@ def _epa(sh: Shapes, TA, TB, TD, nv_cap: int, nf_cap: int):
         new["it"] = st["it"] + 1
         return new
 
-    st = jax.lax.while_loop(lambda s: (s["status"] == 0) & (s["it"] < KMAX), body, st)
+    st = jax.lax.while_loop(lambda s: (s["status"] == 0) & (s["it"] < KMAX), body,
+                            lanewise(st, W0))
     ok = (st["status"] != 2) & (st["face"] >= 0)
     fv = st["FV"][jp.maximum(st["face"], 0)]
     return ok, st["VA"][fv], st["VB"][fv], st["VD"][fv]

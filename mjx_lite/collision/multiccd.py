@@ -276,7 +276,8 @@ def polygon_quad(p, cnt, cap: int, skip=False):
           jp.asarray(skip) | (cnt <= 4), jp.zeros((), jp.int32))
     # at most about 5.5 steps per corner (tests/test_cylinder_multiccd.py); a while loop
     # on indices (nothing to differentiate) that ends when every batch member is done
-    out = jax.lax.while_loop(lambda st: ~st[7] & (st[8] < 6 * cap + 16), step, st)
+    out = jax.lax.while_loop(lambda st: ~st[7] & (st[8] < 6 * cap + 16), step,
+                             math.lanewise(st, st[4]))
     return out[5]
 
 
