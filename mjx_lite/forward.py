@@ -596,16 +596,20 @@ def _step(m: Model, d: Data, loop: str, adjoint: str) -> Data:
     return integrate(m, d, loop=loop, adjoint=adjoint)
 
 
+def _check_discrete(m: Model) -> None:
+    if m.opt.enableflags & EnableBit.INVDISCRETE and m.opt.integrator == IntegratorType.RK4:
+        raise NotImplementedError(
+            "invdiscrete: discrete inverse dynamics is not supported by the RK4 integrator "
+            "(MuJoCo 4.0 raises the same)")
+
+
 def _continuous_qacc(m: Model, d: Data) -> jax.Array:
     """The continuous-time acceleration whose integrator step gives the discrete one in
     d.qacc ((qvel_next - qvel) / h), for the invdiscrete flag (mj_discreteAcc): M^-1 A qacc,
     A the matrix the integrator solves with (M + h B for Euler's implicit damping, M - h
     dF/dv for implicit and implicitfast)."""
     integ = m.opt.integrator
-    if integ == IntegratorType.RK4:
-        raise NotImplementedError(
-            "invdiscrete: discrete inverse dynamics is not supported by the RK4 integrator "
-            "(MuJoCo 4.0 raises the same)")
+    _check_discrete(m)
     if integ == IntegratorType.EULER:
         damped = _euler_damped(m)
         if damped is None:
@@ -623,7 +627,8 @@ def inverse(m: Model, d: Data) -> Data:
 
     With the invdiscrete flag, d.qacc is the discrete-time acceleration (qvel_next - qvel) / h
     of the model's integrator; it is mapped to continuous time for the computation and
-    returned unchanged (RK4 raises, as in MuJoCo)."""
+    returned unchanged (RK4 raises, as in MuJoCo, before anything is computed)."""
+    _check_discrete(m)
     energy = sensor.energy_enabled(m)
     d = sensor.sensor_pos(m, fwd_position(m, d))
     if energy:
