@@ -140,8 +140,13 @@ def ours_and_theirs(mjm, qposes):
         xpos.append(mjd.geom_xpos.copy())
         xmat.append(mjd.geom_xmat.reshape(-1, 3, 3).copy())
         theirs.append([_mj_contact(c) for c in mjd.contact[: mjd.ncon]])
-    # only the geom poses feed collision: batch those over the states
-    batch = jax.tree.map(lambda x: jp.broadcast_to(x, (len(qposes), *jp.shape(x))), d)
+    # only the geom poses feed collision: batch those over the states, padded with copies of
+    # the first to a power of two (at least 4), so that sweeps of 3 and 4 states (or 50 and
+    # 60) of one model share one compiled program
+    size = max(4, 1 << (len(qposes) - 1).bit_length())
+    xpos += xpos[:1] * (size - len(xpos))
+    xmat += xmat[:1] * (size - len(xmat))
+    batch = jax.tree.map(lambda x: jp.broadcast_to(x, (size, *jp.shape(x))), d)
     batch = batch.replace(geom_xpos=jp.asarray(np.stack(xpos)),
                           geom_xmat=jp.asarray(np.stack(xmat)))
     out = _collide_batch(m, batch)
