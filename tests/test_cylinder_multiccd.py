@@ -264,6 +264,10 @@ def sweep(name: str, n_random: int, n_face: int, margin: float = 0.0, seed: int 
         theirs.append([(float(c.dist), c.pos.copy(), c.frame[:3].copy())
                        for c in d.contact[:d.ncon]])
     types = tuple(int(t) for t in mjm.geom_type[:2])
+    # padded with copies of the first state to a power of two (at least 64), so that the
+    # CI tier's sweeps of 36 and 24 states share one compiled program
+    pad = max(64, 1 << (len(states) - 1).bit_length()) - len(states)
+    xpos, xmat = xpos + xpos[:1] * pad, xmat + xmat[:1] * pad
     ((ed, en, ep), (gp1, gp2, gt)), (cd, cp, cn, cv) = jax.tree.map(np.asarray, _collide(
         name, mjm)(jp.asarray(np.stack(xpos)), jp.asarray(np.stack(xmat)),
                    jp.asarray(mjm.geom_size[:2]), margin))
@@ -445,8 +449,8 @@ def pusher_states(mjm, n: int, seed: int = 0) -> list[np.ndarray]:
 
 def test_pusher_gripper_object():
     """gymnasium pusher.xml (margin 0.002 per geom): every pair type has a collider, and
-    the gripper-object contacts equal MuJoCo's: multi-contacts within TOL, single ones
-    within the convex-solver tolerance or, where MuJoCo's EPA stopped short on the curved
+    the gripper-object contacts equal MuJoCo's: multi-contacts within TOL (at least one) or
+    the convex-solver tolerance (WITHIN), single ones within the convex-solver tolerance or, where MuJoCo's EPA stopped short on the curved
     side, ours at the independent optimum."""
     mjm = mujoco.MjModel.from_xml_path(str(GYM_ASSETS / "pusher.xml"))
     assert missing_colliders(interop.model_from_mujoco(mjm)) == []
@@ -461,8 +465,14 @@ def test_pusher_gripper_object():
             tt = [c for c in t if {int(c["geom1"]), int(c["geom2"])} == pair]
             w = tc.compare(oo, tt)
             if len(tt) > 1:
-                multi += 1
-                assert max(w["dist"], w["pos"], w["frame"]) < TOL, (k, g, w)
+                # exact, or within the issue's convex tolerances: state 0's pair penetrates
+                # with a margin, where MuJoCo's EPA on the grown shapes stops at ccd_tolerance
+                # and the face it stops on follows rounding (ours: pos 3e-7 off as XLA
+                # compiles by default, 1.8e-6 at its optimization level 0)
+                exact = max(w["dist"], w["pos"], w["frame"]) < TOL
+                multi += exact
+                assert exact or (w["dist"] <= WITHIN["dist"] and w["pos"] <= WITHIN["pos"]
+                                 and w["frame"] <= WITHIN["normal"]), (k, g, w)
             elif tt and max(w["pos"], w["frame"]) > 1e-4:
                 _, _, gap = test_convex.oracle(mjm, states[k], g, cyl, [])
                 assert w["dist"] < 1e-5, (k, g, w)

@@ -47,14 +47,16 @@ def test_smoothing_keeps_value_takes_surrogate_derivative(ball, adjoint):
 
     # one jit per derivative: small modules to compile (XLA segfaulted once compiling the
     # four as one module in a pytest-xdist worker)
-    value, slope = jax.jit(jax.value_and_grad(
-        lambda z: _final_height(m, d, z, 0.0, adjoint)))(z0)
+    # the plain simulation by its forward program only (a third of a gradient's compile)
+    plain = jax.jit(lambda z: _final_height(m, d, z, 0.0, adjoint))
     value_s, slope_s = jax.jit(jax.value_and_grad(smooth))(z0)
     fwd = float(jax.jit(jax.jacfwd(smooth))(z0))
     own = float(jax.jit(jax.grad(lambda z: _final_height(ms, d, z, 0.0, adjoint)))(z0))
-    assert float(value_s) == float(value)
+    assert float(value_s) == float(plain(z0))
     # plain: free flight, the final height moves with the initial one one to one
-    assert float(slope) == pytest.approx(1.0, abs=1e-12)
+    h = 1e-5  # the ball ends 5.7e-5 above the floor: no contact either side
+    slope = (float(plain(z0 + h)) - float(plain(z0 - h))) / (2 * h)
+    assert slope == pytest.approx(1.0, abs=1e-8)
     # smoothed: the surrogate's contact (within 2 cm) pushes less from higher up
     assert float(slope_s) < 1.0 - 1e-3, slope_s
     assert abs(float(slope_s) - own) <= 1e-10 * abs(own), (slope_s, own)
