@@ -450,8 +450,8 @@ def pusher_states(mjm, n: int, seed: int = 0) -> list[np.ndarray]:
 def test_pusher_gripper_object():
     """gymnasium pusher.xml (margin 0.002 per geom): every pair type has a collider, and
     the gripper-object contacts equal MuJoCo's: multi-contacts within TOL (at least one) or
-    the convex-solver tolerance (WITHIN), single ones within the convex-solver tolerance or, where MuJoCo's EPA stopped short on the curved
-    side, ours at the independent optimum."""
+    the convex-solver tolerance (WITHIN), single ones within the convex-solver tolerance or,
+    where MuJoCo's EPA stopped short on the curved side, ours at the independent optimum."""
     mjm = mujoco.MjModel.from_xml_path(str(GYM_ASSETS / "pusher.xml"))
     assert missing_colliders(interop.model_from_mujoco(mjm)) == []
     states, cyl, grip = pusher_states(mjm, 20)
