@@ -593,7 +593,8 @@ def test_max_geom_pairs_caps_slots_and_counts_overflow():
     no warning counts, and so at 4 with max_geom_pairs_plane_box at 6 (the group's own cap
     wins: its 6 passing pairs overflow 4); at 3 alone the plane-box group (6 passing)
     overflows: the 3 pairs whose bounding spheres are closest (the resting row) are kept,
-    the excess dropped, and CONTACTFULL counts once."""
+    the excess dropped, and CONTACTFULL counts once. (At 6 only the budget is checked: the
+    collision itself is 4-and-6's, whose every passing pair fits too, less one compile.)"""
     from mjx_lite.collision.driver import WARN_CONTACTFULL, contact_budget
 
     for cap, plane_box, budget in ((6, None, 6 * 8 + 6 * 4), (3, None, 3 * 8 + 3 * 4),
@@ -601,6 +602,8 @@ def test_max_geom_pairs_caps_slots_and_counts_overflow():
         mjm = _capped_boxes(cap, plane_box)
         m = interop.model_from_mujoco(mjm)
         assert contact_budget(m) == budget
+        if cap == 6:
+            continue
         mjd = mujoco.MjData(mjm)
         mujoco.mj_forward(mjm, mjd)
         d = interop.data_from_mujoco(mjm, mjd, m)
