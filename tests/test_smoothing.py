@@ -45,21 +45,28 @@ def test_smoothing_keeps_value_takes_surrogate_derivative(ball, adjoint):
     smooth = lambda z: _final_height(m, d, z, WIDTH, adjoint)  # noqa: E731
     ms = surrogate_model(m, WIDTH)
 
-    # one jit per derivative: small modules to compile (XLA segfaulted once compiling the
-    # four as one module in a pytest-xdist worker)
     # the plain simulation by its forward program only (a third of a gradient's compile)
     plain = jax.jit(lambda z: _final_height(m, d, z, 0.0, adjoint))
-    value_s, slope_s = jax.jit(jax.value_and_grad(smooth))(z0)
-    fwd = float(jax.jit(jax.jacfwd(smooth))(z0))
-    own = float(jax.jit(jax.grad(lambda z: _final_height(ms, d, z, 0.0, adjoint)))(z0))
-    assert float(value_s) == float(plain(z0))
+
+    def derivatives(z):
+        # one module for the three derivatives (34 s of trace and compile alone, against
+        # 48 s as three; once, four modules in one crashed XLA in a pytest-xdist worker):
+        # the smoothed step's reverse and forward derivatives, and the surrogate's own
+        one = jp.ones_like(z)
+        value_s, slope_s = jax.value_and_grad(smooth)(z)
+        fwd = jax.jvp(smooth, (z,), (one,))[1]
+        own = jax.jvp(lambda z: _final_height(ms, d, z, 0.0, adjoint), (z,), (one,))[1]
+        return value_s, slope_s, fwd, own
+
+    value_s, slope_s, fwd, own = (float(x) for x in jax.jit(derivatives)(z0))
+    assert value_s == float(plain(z0))
     # plain: free flight, the final height moves with the initial one one to one
     h = 1e-5  # the ball ends 5.7e-5 above the floor: no contact either side
     slope = (float(plain(z0 + h)) - float(plain(z0 - h))) / (2 * h)
     assert slope == pytest.approx(1.0, abs=1e-8)
     # smoothed: the surrogate's contact (within 2 cm) pushes less from higher up
-    assert float(slope_s) < 1.0 - 1e-3, slope_s
-    assert abs(float(slope_s) - own) <= 1e-10 * abs(own), (slope_s, own)
+    assert slope_s < 1.0 - 1e-3, slope_s
+    assert abs(slope_s - own) <= 1e-10 * abs(own), (slope_s, own)
     assert abs(fwd - own) <= 1e-10 * abs(own), (fwd, own)
 
 
