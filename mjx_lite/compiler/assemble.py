@@ -343,12 +343,10 @@ def compile_spec(spec: Spec) -> Model:
         ctx.fields.update(qpos0.constants(ctx.fields))
     model = _to_model(ctx, spec, sizes)
     if not closed_form:
-        # Wrapping tendons and slider-crank/refsite transmissions: the JAX path (slower),
-        # compiled as one program (op by op, the first load of a wrapping-tendon model took
-        # 30 s, nearly all of it compiling each operation alone; jitted, 9 s)
+        # Wrapping tendons and slider-crank/refsite transmissions: the JAX path (slower)
         from mjx_lite import const
 
-        model = jax.jit(lambda m: const.set_const(m, meaninertia=True))(model)
+        model = const.set_const(model, meaninertia=True)
     if ctx.lengthrange_actuators:
         ids = ctx.lengthrange_actuators
         ranges = lengthrange.compute(model, ids, lengthrange.settings(spec),
