@@ -127,6 +127,12 @@ def sweep_sets(ours, theirs, ok, fields=("dist", "pos", "frame", "params")) -> d
     return worst
 
 
+def padded_batch(n: int, least: int = 4) -> int:
+    """A batch of n states padded to a power of two (at least ``least``): sweeps of nearby
+    sizes (3 and 4 states, or 50 and 60) of one model share one compiled program."""
+    return max(least, 1 << (n - 1).bit_length())
+
+
 def ours_and_theirs(mjm, qposes):
     """Our contacts (batched collision on MuJoCo's kinematics) and MuJoCo's, per state."""
     m = interop.model_from_mujoco(mjm)
@@ -141,9 +147,8 @@ def ours_and_theirs(mjm, qposes):
         xmat.append(mjd.geom_xmat.reshape(-1, 3, 3).copy())
         theirs.append([_mj_contact(c) for c in mjd.contact[: mjd.ncon]])
     # only the geom poses feed collision: batch those over the states, padded with copies of
-    # the first to a power of two (at least 4), so that sweeps of 3 and 4 states (or 50 and
-    # 60) of one model share one compiled program
-    size = max(4, 1 << (len(qposes) - 1).bit_length())
+    # the first (padded_batch)
+    size = padded_batch(len(qposes))
     xpos += xpos[:1] * (size - len(xpos))
     xmat += xmat[:1] * (size - len(xmat))
     batch = jax.tree.map(lambda x: jp.broadcast_to(x, (size, *jp.shape(x))), d)

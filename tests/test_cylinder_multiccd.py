@@ -264,9 +264,9 @@ def sweep(name: str, n_random: int, n_face: int, margin: float = 0.0, seed: int 
         theirs.append([(float(c.dist), c.pos.copy(), c.frame[:3].copy())
                        for c in d.contact[:d.ncon]])
     types = tuple(int(t) for t in mjm.geom_type[:2])
-    # padded with copies of the first state to a power of two (at least 64), so that the
-    # CI tier's sweeps of 36 and 24 states share one compiled program
-    pad = max(64, 1 << (len(states) - 1).bit_length()) - len(states)
+    # padded with copies of the first state (at least 64: the CI tier's sweeps of 36 and 24
+    # states share one compiled program)
+    pad = tc.padded_batch(len(states), least=64) - len(states)
     xpos, xmat = xpos + xpos[:1] * pad, xmat + xmat[:1] * pad
     ((ed, en, ep), (gp1, gp2, gt)), (cd, cp, cn, cv) = jax.tree.map(np.asarray, _collide(
         name, mjm)(jp.asarray(np.stack(xpos)), jp.asarray(np.stack(xmat)),

@@ -343,7 +343,7 @@ def compile_spec(spec: Spec) -> Model:
         ctx.fields.update(qpos0.constants(ctx.fields))
     model = _to_model(ctx, spec, sizes)
     if not closed_form:
-        # Wrapping tendons and slider-crank/refsite transmissions: the JAX path (slower)
+        # Wrapping tendons and slider-crank/refsite transmissions: the JAX path (slower).
         from mjx_lite import const
 
         model = const.set_const(model, meaninertia=True)
