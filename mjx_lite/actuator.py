@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite.math import where
 from mjx_lite.types import (
     BiasType,
     Data,
@@ -45,17 +46,17 @@ def muscle_dynamics(ctrl, act, prm):
     tau_deact = prm[..., 1] / (0.5 + 1.5 * act_c)
     width = prm[..., 2]
     dctrl = ctrl_c - act
-    hard = jp.where(dctrl > 0, tau_act, tau_deact)
+    hard = where(dctrl > 0, tau_act, tau_deact)
     smooth = tau_deact + (tau_act - tau_deact) * sigmoid(
-        dctrl / jp.where(width < _MINVAL, 1.0, width) + 0.5)
-    tau = jp.where(width < _MINVAL, hard, smooth)
+        dctrl / where(width < _MINVAL, 1.0, width) + 0.5)
+    tau = where(width < _MINVAL, hard, smooth)
     return dctrl / _safe(tau)
 
 
 def _muscle_scale(length, lengthrange, acc0, prm):
     """Scaled length L, optimal length L0 and peak force F0 of the Muscles section."""
     rng0, rng1, force, scale = prm[..., 0], prm[..., 1], prm[..., 2], prm[..., 3]
-    f0 = jp.where(force < 0, scale / _safe(acc0), force)
+    f0 = where(force < 0, scale / _safe(acc0), force)
     l0 = (lengthrange[..., 1] - lengthrange[..., 0]) / _safe(rng1 - rng0)
     scaled = rng0 + (length - lengthrange[..., 0]) / _safe(l0)
     return scaled, l0, f0
@@ -69,10 +70,10 @@ def muscle_gain_length(x, lmin, lmax):
     x2 = (1.0 - x) / _safe(1.0 - a)
     x3 = (x - 1.0) / _safe(b - 1.0)
     x4 = (lmax - x) / _safe(lmax - b)
-    out = jp.where(x <= a, 0.5 * x1 * x1,
-                   jp.where(x <= 1.0, 1.0 - 0.5 * x2 * x2,
-                            jp.where(x <= b, 1.0 - 0.5 * x3 * x3, 0.5 * x4 * x4)))
-    return jp.where((x < lmin) | (x > lmax), 0.0, out)
+    out = where(x <= a, 0.5 * x1 * x1,
+                   where(x <= 1.0, 1.0 - 0.5 * x2 * x2,
+                            where(x <= b, 1.0 - 0.5 * x3 * x3, 0.5 * x4 * x4)))
+    return where((x < lmin) | (x > lmax), 0.0, out)
 
 
 def muscle_gain(length, vel, lengthrange, acc0, prm):
@@ -82,9 +83,9 @@ def muscle_gain(length, vel, lengthrange, acc0, prm):
     v = vel / _safe(l0 * vmax)
     fl = muscle_gain_length(scaled, lmin, lmax)
     y = fvmax - 1.0
-    fv = jp.where(v <= -1.0, 0.0,
-                  jp.where(v <= 0.0, (v + 1.0) * (v + 1.0),
-                           jp.where(v <= y, fvmax - (y - v) * (y - v) / _safe(y), fvmax)))
+    fv = where(v <= -1.0, 0.0,
+                  where(v <= 0.0, (v + 1.0) * (v + 1.0),
+                           where(v <= y, fvmax - (y - v) * (y - v) / _safe(y), fvmax)))
     return -f0 * fl * fv
 
 
@@ -95,8 +96,8 @@ def muscle_bias(length, lengthrange, acc0, prm):
     b = 0.5 * (1.0 + lmax)
     x_quad = (scaled - 1.0) / _safe(b - 1.0)
     x_lin = (scaled - b) / _safe(b - 1.0)
-    fp = jp.where(scaled <= 1.0, 0.0,
-                  jp.where(scaled <= b, 0.5 * fpmax * x_quad**2, fpmax * (0.5 + x_lin)))
+    fp = where(scaled <= 1.0, 0.0,
+                  where(scaled <= b, 0.5 * fpmax * x_quad**2, fpmax * (0.5 + x_lin)))
     return -f0 * fp
 
 
@@ -115,7 +116,7 @@ def clamped_ctrl(m: Model, d: Data) -> jax.Array:
         return ctrl
     lim = np.asarray(m.actuator_ctrllimited, dtype=bool)
     rng = m.actuator_ctrlrange
-    return jp.where(lim, jp.clip(ctrl, rng[:, 0], rng[:, 1]), ctrl)
+    return where(lim, jp.clip(ctrl, rng[:, 0], rng[:, 1]), ctrl)
 
 
 def act_dot(m: Model, d: Data, ctrl: jax.Array) -> jax.Array:
@@ -151,10 +152,10 @@ def next_act(m: Model, act, act_dot_, h, idx: np.ndarray):
     dyn = np.asarray(m.actuator_dyntype)[idx]
     tau = _safe(m.actuator_dynprm[idx, 0])
     exact = act + act_dot_ * tau * (1.0 - jp.exp(-h / tau))
-    nxt = jp.where(dyn == DynType.FILTEREXACT, exact, act + act_dot_ * h)
+    nxt = where(dyn == DynType.FILTEREXACT, exact, act + act_dot_ * h)
     lim = np.asarray(m.actuator_actlimited, dtype=bool)[idx]
     rng = m.actuator_actrange[idx]
-    return jp.where(lim, jp.clip(nxt, rng[:, 0], rng[:, 1]), nxt)
+    return where(lim, jp.clip(nxt, rng[:, 0], rng[:, 1]), nxt)
 
 
 def actuator_force(m: Model, d: Data, ctrl: jax.Array, act_dot_: jax.Array) -> jax.Array:
@@ -169,16 +170,16 @@ def actuator_force(m: Model, d: Data, ctrl: jax.Array, act_dot_: jax.Array) -> j
         act = d.act[last]
         early = np.asarray(m.actuator_actearly, dtype=bool)[stateful]
         if early.any():
-            act = jp.where(early, next_act(m, act, act_dot_[last], m.opt.timestep, stateful), act)
+            act = where(early, next_act(m, act, act_dot_[last], m.opt.timestep, stateful), act)
         inp = inp.at[stateful].set(act)
 
     length, vel = d.actuator_length, d.actuator_velocity
     gprm, bprm = m.actuator_gainprm, m.actuator_biasprm
     gtype = np.asarray(m.actuator_gaintype)
     btype = np.asarray(m.actuator_biastype)
-    gain = jp.where(gtype == GainType.AFFINE,
+    gain = where(gtype == GainType.AFFINE,
                     gprm[:, 0] + gprm[:, 1] * length + gprm[:, 2] * vel, gprm[:, 0])
-    bias = jp.where(btype == BiasType.AFFINE,
+    bias = where(btype == BiasType.AFFINE,
                     bprm[:, 0] + bprm[:, 1] * length + bprm[:, 2] * vel, 0.0)
     mus = np.nonzero(gtype == GainType.MUSCLE)[0]
     if mus.size:
@@ -193,8 +194,8 @@ def actuator_force(m: Model, d: Data, ctrl: jax.Array, act_dot_: jax.Array) -> j
     force = gain * inp + bias
     lim = np.asarray(m.actuator_forcelimited, dtype=bool)
     rng = m.actuator_forcerange
-    force = jp.where(lim, jp.clip(force, rng[:, 0], rng[:, 1]), force)
-    return jp.where(disabled_actuators(m), 0.0, force)
+    force = where(lim, jp.clip(force, rng[:, 0], rng[:, 1]), force)
+    return where(disabled_actuators(m), 0.0, force)
 
 
 def _tendon_clamped(m: Model, force: jax.Array) -> jax.Array:
@@ -217,7 +218,7 @@ def _tendon_clamped(m: Model, force: jax.Array) -> jax.Array:
     rng = m.tendon_actfrcrange[lim_ten]
     clamped = jp.clip(total, rng[:, 0], rng[:, 1])
     nonzero = total != 0
-    scale = jp.where(nonzero, clamped / jp.where(nonzero, total, 1.0), 1.0)
+    scale = where(nonzero, clamped / where(nonzero, total, 1.0), 1.0)
     return force * jp.ones_like(force).at[sel].set(scale @ onehot)
 
 
@@ -228,7 +229,7 @@ def fwd_actuation(m: Model, d: Data) -> Data:
     dof_actgrav = actgrav[np.asarray(m.dof_jntid, dtype=int)] if m.nv else np.zeros(0, bool)
     grav = zeros_v
     if dof_actgrav.any():
-        grav = jp.where(dof_actgrav, d.qfrc_gravcomp, 0.0)
+        grav = where(dof_actgrav, d.qfrc_gravcomp, 0.0)
     if m.opt.disableflags & DisableBit.ACTUATION:
         # MuJoCo 4.0 leaves act_dot untouched and the integrator leaves act unchanged
         return d.replace(actuator_force=jp.zeros(m.nu, dtype=d.qvel.dtype),

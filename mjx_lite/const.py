@@ -16,6 +16,7 @@ import numpy as np
 
 from mjx_lite import math, smooth, tree
 from mjx_lite.io import make_data
+from mjx_lite.math import where
 from mjx_lite.types import GeomType, JointType, Model
 
 _MINVAL = 1e-15  # mjMINVAL
@@ -124,7 +125,7 @@ def _geom_bounds(m: Model) -> dict:
     if m.nhfield:
         hs = jp.asarray(m.hfield_size)[np.clip(np.asarray(m.geom_dataid), 0, None)]
         is_hf = (gtype == GeomType.HFIELD)[:, None]
-        s = jp.where(is_hf, jp.stack([hs[:, 0], hs[:, 1], 0.25 * hs[:, 2] + 0.5 * hs[:, 3]],
+        s = where(is_hf, jp.stack([hs[:, 0], hs[:, 1], 0.25 * hs[:, 2] + 0.5 * hs[:, 3]],
                                      axis=1), s)
     else:
         hs = jp.zeros((s.shape[0], 4), s.dtype)
@@ -148,8 +149,8 @@ def _geom_bounds(m: Model) -> dict:
         if not sel.any():
             continue
         box = jp.stack([zero, zero, cz, *half], axis=1)
-        rbound = jp.where(sel, rb, rbound)
-        aabb = jp.where(sel[:, None], box, aabb)
+        rbound = where(sel, rb, rbound)
+        aabb = where(sel[:, None], box, aabb)
     return {"geom_size": s, "geom_rbound": rbound, "geom_aabb": aabb}
 
 
@@ -173,4 +174,4 @@ def _lengthspring(m: Model, length0):
         return spring
     d = make_data(m).replace(qpos=jp.asarray(m.qpos_spring))
     d = smooth.tendon(m, smooth.com_pos(m, smooth.kinematics(m, d)))
-    return jp.where(auto[:, None], d.ten_length[:, None], spring)
+    return where(auto[:, None], d.ten_length[:, None], spring)

@@ -24,6 +24,7 @@ import numpy as np
 from jax.ad_checkpoint import checkpoint_name
 
 from mjx_lite import math, smooth, tree
+from mjx_lite.math import where
 from mjx_lite.types import ConeType, Data, DisableBit, EqType, JointType, Model, ObjType
 
 # mjtConstraint and mjtConstraintState values.
@@ -146,9 +147,9 @@ def _clamp_solimp(solimp: jax.Array) -> jax.Array:
 def _safe_solref(m: Model, solref: jax.Array, default: jax.Array) -> jax.Array:
     """Mixed-sign solref falls back to ``default``; refsafe keeps timeconst >= 2 timestep."""
     mixed = (solref[..., 0] > 0) ^ (solref[..., 1] > 0)
-    solref = jp.where(mixed[..., None], default, solref)
+    solref = where(mixed[..., None], default, solref)
     if not m.opt.disableflags & DisableBit.REFSAFE:
-        tc = jp.where(solref[..., 0] > 0,
+        tc = where(solref[..., 0] > 0,
                       jp.maximum(solref[..., 0], 2 * m.opt.timestep), solref[..., 0])
         solref = solref.at[..., 0].set(tc)
     return solref
@@ -162,17 +163,17 @@ def impedance(solimp: jax.Array, x: jax.Array) -> jax.Array:
     """
     d0, dw, width, mid, power = (solimp[..., k] for k in range(5))
     flat = (d0 == dw) | (width <= MINVAL)
-    xs = jp.abs(x) / jp.where(flat, 1.0, width)
+    xs = jp.abs(x) / where(flat, 1.0, width)
     inside = (xs > 0) & (xs < 1)
     # keep the spline's arguments in (0, 1) so that powers and their gradients stay finite
-    xi = jp.where(inside, xs, 0.5)
+    xi = where(inside, xs, 0.5)
     lower = xi <= mid
     a = 1.0 / jp.power(mid, power - 1)
     b = 1.0 / jp.power(1 - mid, power - 1)
-    y = jp.where(lower, a * jp.power(xi, power), 1 - b * jp.power(1 - xi, power))
-    y = jp.where(power == 1, xi, y)
-    imp = jp.where(inside, d0 + y * (dw - d0), jp.where(xs >= 1, dw, d0))
-    return jp.where(flat, 0.5 * (d0 + dw), imp)
+    y = where(lower, a * jp.power(xi, power), 1 - b * jp.power(1 - xi, power))
+    y = where(power == 1, xi, y)
+    imp = where(inside, d0 + y * (dw - d0), where(xs >= 1, dw, d0))
+    return where(flat, 0.5 * (d0 + dw), imp)
 
 
 def _kb(ref: jax.Array, dmax: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -181,8 +182,8 @@ def _kb(ref: jax.Array, dmax: jax.Array) -> tuple[jax.Array, jax.Array]:
     dir_k = -ref[..., 0] / jp.maximum(MINVAL, dmax * dmax)
     std_b = 2.0 / jp.maximum(MINVAL, dmax * ref[..., 0])
     dir_b = -ref[..., 1] / jp.maximum(MINVAL, dmax)
-    k = jp.where(ref[..., 0] > 0, std_k, dir_k)
-    b = jp.where(ref[..., 1] > 0, std_b, dir_b)
+    k = where(ref[..., 0] > 0, std_k, dir_k)
+    b = where(ref[..., 1] > 0, std_b, dir_b)
     return k, b
 
 
@@ -218,8 +219,8 @@ def _eq_points(m: Model, d: Data, ids: np.ndarray, anchor_slot: tuple[int, int])
             oi = np.where(site, o, 0)
             p_site = d.site_xpos[oi]
             q_site = math.quat_mul(d.xquat[b[j]], jp.asarray(m.site_quat)[oi])
-            p_body = jp.where(site[:, None], p_site, p_body)
-            q_body = jp.where(site[:, None], q_site, q_body)
+            p_body = where(site[:, None], p_site, p_body)
+            q_body = where(site[:, None], q_site, q_body)
         pts.append(p_body)
         quats.append(q_body)
     return b, pts, quats, data, site
@@ -230,7 +231,7 @@ def _weld_rot(quat0, quat1, relpose, site, jrot):
 
     r = [q1^-1 q0 relpose]_xyz; J = 0.5 [q1^-1 (w0 - w1) q0 relpose]_xyz per dof.
     """
-    q0 = jp.where(site[:, None], quat0, math.quat_mul(quat0, relpose))
+    q0 = where(site[:, None], quat0, math.quat_mul(quat0, relpose))
     q1inv = math.quat_conj(quat1)
     err = math.quat_mul(q1inv, q0)[:, 1:]
     axis = jp.swapaxes(jrot, 1, 2)  # (n, nv, 3)
@@ -288,21 +289,21 @@ def _equality(m: Model, d: Data, p: RowPlan, dtype):
             j1 = jp.zeros((ids.size, m.nv), dtype).at[np.arange(ids.size), dadr[o1]].set(1.0)
             j2 = jp.zeros((ids.size, m.nv), dtype).at[np.arange(ids.size), dadr[o2s]].set(1.0)
             iw = jp.asarray(m.dof_invweight0)
-            diag = iw[dadr[o1]] + jp.where(has2, iw[dadr[o2s]], 0.0)
+            diag = iw[dadr[o1]] + where(has2, iw[dadr[o2s]], 0.0)
         else:
             l0 = jp.asarray(m.tendon_length0)
             pos1, ref1 = d.ten_length[o1], l0[o1]
             pos2, ref2 = d.ten_length[o2s], l0[o2s]
             j1, j2 = d.ten_J[o1], d.ten_J[o2s]
             iw = jp.asarray(m.tendon_invweight0)
-            diag = iw[o1] + jp.where(has2, iw[o2s], 0.0)
+            diag = iw[o1] + where(has2, iw[o2s], 0.0)
         data = jp.asarray(m.eq_data)[ids]
-        dif = jp.where(has2, pos2 - ref2, 0.0)
+        dif = where(has2, pos2 - ref2, 0.0)
         poly = data[:, 1] * dif + data[:, 2] * dif**2 + data[:, 3] * dif**3 + data[:, 4] * dif**4
         deriv = (data[:, 1] + 2 * data[:, 2] * dif + 3 * data[:, 3] * dif**2
                  + 4 * data[:, 4] * dif**3)
-        cpos = pos1 - ref1 - data[:, 0] - jp.where(has2, poly, 0.0)
-        jac = j1 - jp.where(has2, deriv, 0.0)[:, None] * j2
+        cpos = pos1 - ref1 - data[:, 0] - where(has2, poly, 0.0)
+        jac = j1 - where(has2, deriv, 0.0)[:, None] * j2
         parts.append((p.eq_start[sel], ids, 1, dict(J=jac, pos=cpos, diag=diag, imp_x=cpos)))
 
     for rows, ids, k, vals in parts:
@@ -351,7 +352,7 @@ def _limit(m: Model, d: Data, p: RowPlan, dtype):
     ball = side == 0
     # slide / hinge: dist = side * (range[side] - q), Jacobian -side on the dof
     value = d.qpos[qadr]
-    upper = jp.where(side > 0, rng[:, 1], rng[:, 0])
+    upper = where(side > 0, rng[:, 1], rng[:, 0])
     dist = side * (upper - value)
     jac = jp.zeros((nj, m.nv), dtype).at[np.arange(nj), dadr].set(-side.astype(float))
     if ball.any():
@@ -359,7 +360,7 @@ def _limit(m: Model, d: Data, p: RowPlan, dtype):
         quat = math.quat_normalize(d.qpos[qadr[bi][:, None] + np.arange(4)])
         aa = math.quat_to_vel(quat)
         angle = math.safe_norm(aa)
-        axis = jp.where((angle >= MINVAL)[:, None], math.safe_div(aa, angle[:, None]),
+        axis = where((angle >= MINVAL)[:, None], math.safe_div(aa, angle[:, None]),
                         jp.array([1.0, 0.0, 0.0], dtype))
         dist = dist.at[bi].set(jp.max(rng[bi], axis=1) - angle)
         jb = jp.zeros((bi.size, m.nv), dtype)
@@ -368,7 +369,7 @@ def _limit(m: Model, d: Data, p: RowPlan, dtype):
     jmargin = jp.asarray(m.jnt_margin)[jnt]
     tid, tside = p.lim_ten, p.lim_tside
     trng = jp.asarray(m.tendon_range)[tid]
-    tdist = tside * (jp.where(tside > 0, trng[:, 1], trng[:, 0]) - d.ten_length[tid])
+    tdist = tside * (where(tside > 0, trng[:, 1], trng[:, 0]) - d.ten_length[tid])
     tmargin = jp.asarray(m.tendon_margin)[tid]
     pos = jp.concatenate([dist, tdist])
     margin = jp.concatenate([jmargin, tmargin])
@@ -415,9 +416,9 @@ def contact_jacobian(m: Model, d: Data, con, nrows: int = 6) -> jax.Array:
         offset, mask = smooth.jac_offset(m, d, con.pos, gb[geom])
         mask = mask[:, None, :]
         moment = frame_lin + rows(math.cross(offset[:, None, :], con.frame[:, :nlin]), ang)
-        jlin = jlin + side * jp.where(mask, moment, 0.0)
+        jlin = jlin + side * where(mask, moment, 0.0)
         if nrot:
-            jrot = jrot + side * jp.where(mask, frame_ang, 0.0)
+            jrot = jrot + side * where(mask, frame_ang, 0.0)
     return jp.concatenate([jlin, jrot], 1) if nrot else jlin
 
 
@@ -452,10 +453,10 @@ def _contact(m: Model, d: Data, p: RowPlan, con, dtype):
     if p.elliptic:
         jac = jc[:, :w]
         nrow = dim
-        diag = jp.where(j[None] < 3, tran[:, None], rot[:, None])
-        pos = jp.where(j[None] == 0, con.dist[:, None], 0.0)
-        margin = jp.where(j[None] == 0, con.includemargin[:, None], 0.0)
-        ctype = jp.where(dim > 1, CONTACT_ELLIPTIC, CONTACT_FRICTIONLESS)
+        diag = where(j[None] < 3, tran[:, None], rot[:, None])
+        pos = where(j[None] == 0, con.dist[:, None], 0.0)
+        margin = where(j[None] == 0, con.includemargin[:, None], 0.0)
+        ctype = where(dim > 1, CONTACT_ELLIPTIC, CONTACT_FRICTIONLESS)
         kzero = jp.broadcast_to(j[None] > 0, (n, w))
     else:
         pair = j // 2  # friction dimension k-1 of the edge pair
@@ -464,13 +465,13 @@ def _contact(m: Model, d: Data, p: RowPlan, con, dtype):
         f = fr[:, np.minimum(pair, 4)]
         jac = jc[:, :1] + (sign[None, :] * f)[..., None] * jc[:, k]
         # condim 1 in a pyramidal slot: the first row is the plain normal
-        jac = jac.at[:, 0].set(jp.where((dim > 1)[:, None], jac[:, 0], jc[:, 0]))
-        nrow = jp.where(dim > 1, 2 * (dim - 1), 1)
-        fri = jp.where(pair[None] < 2, tran[:, None], rot[:, None])
-        diag = jp.where((dim > 1)[:, None], tran[:, None] + f * f * fri, tran[:, None])
+        jac = jac.at[:, 0].set(where((dim > 1)[:, None], jac[:, 0], jc[:, 0]))
+        nrow = where(dim > 1, 2 * (dim - 1), 1)
+        fri = where(pair[None] < 2, tran[:, None], rot[:, None])
+        diag = where((dim > 1)[:, None], tran[:, None] + f * f * fri, tran[:, None])
         pos = jp.broadcast_to(con.dist[:, None], (n, w))
         margin = jp.broadcast_to(con.includemargin[:, None], (n, w))
-        ctype = jp.where(dim > 1, CONTACT_PYRAMIDAL, CONTACT_FRICTIONLESS)
+        ctype = where(dim > 1, CONTACT_PYRAMIDAL, CONTACT_FRICTIONLESS)
         kzero = jp.zeros((n, w), bool)
     # MuJoCo skips a contact between bodies that no dof moves (a structural test: a contact
     # whose normal Jacobian is zero at this pose, e.g. a slider on a floor, keeps its rows)
@@ -479,7 +480,7 @@ def _contact(m: Model, d: Data, p: RowPlan, con, dtype):
     active = contact_active(con) & nonempty
     rowmask = active[:, None] & (j[None] < nrow[:, None])
     out.update(
-        J=jp.where(rowmask[..., None], jac, 0.0).reshape(-1, m.nv),
+        J=where(rowmask[..., None], jac, 0.0).reshape(-1, m.nv),
         pos=pos.reshape(-1), margin=margin.reshape(-1), diag=diag.reshape(-1),
         imp_x=jp.repeat(con.dist - con.includemargin, w),
         solref=jp.repeat(con.solref, w, 0), solimp=jp.repeat(con.solimp, w, 0),
@@ -503,11 +504,11 @@ def _contact_r(m: Model, p: RowPlan, con, r: jax.Array) -> jax.Array:
         j = np.arange(w)
         fj = fr[:, np.clip(j - 1, 0, 4)]
         rj = r1[:, None] * fr[:, :1] ** 2 / (fj * fj)
-        new = jp.where(j[None] == 0, r0[:, None], rj)
+        new = where(j[None] == 0, r0[:, None], rj)
     else:
         mu2 = fr[:, 0] ** 2 * r1 / r0
         new = jp.broadcast_to((2 * mu2 * r0)[:, None], (n, w))
-    return jp.where((dim > 1)[:, None], new, rc).reshape(-1)
+    return where((dim > 1)[:, None], new, rc).reshape(-1)
 
 
 def contact_mu(m: Model, con) -> jax.Array:
@@ -554,13 +555,13 @@ def make_constraint(m: Model, d: Data, contact=None) -> Data:
         r = r.at[ncnt:].set(_contact_r(m, p, con, r[ncnt:]))
     # elliptic friction rows use solreffriction when it is set
     use_fr = rows["kzero"] & (rows["type"] == CONTACT_ELLIPTIC) & jp.any(reffr != 0, -1)
-    ref = jp.where(use_fr[:, None], reffr, solref)
+    ref = where(use_fr[:, None], reffr, solref)
     k, b = _kb(ref, solimp[:, 1])
-    k = jp.where(rows["kzero"], 0.0, k)
+    k = where(rows["kzero"], 0.0, k)
     diag_a = r * imp / (1 - imp)
 
     # inactive rows: zero Jacobian and D so that they are exact no-ops in every solver
-    r = jp.where(active, r, 1.0)
+    r = where(active, r, 1.0)
     kbip = jp.stack([k, b, imp, jp.zeros_like(imp)], -1)
     if p.nc and getattr(d, "contact", None) is con:
         # as mj_makeConstraint: first efc row of each contact (-1 without rows), cone mu
@@ -568,20 +569,20 @@ def make_constraint(m: Model, d: Data, contact=None) -> Data:
         start = ncnt + p.width * jp.arange(p.ncon, dtype=jp.int32)
         frictional = slot_active & (jp.asarray(con.dim) > 1)
         d = d.replace(contact=con.replace(
-            efc_address=jp.where(slot_active, start, -1).astype(jp.int32),
-            mu=jp.where(frictional, contact_mu(m, con), con.mu)))
+            efc_address=where(slot_active, start, -1).astype(jp.int32),
+            mu=where(frictional, contact_mu(m, con), con.mu)))
     # per-row values that reverse mode would otherwise recompute (forward's checkpoint policy)
     # inside the fused kernels that form the (nefc, nv) Jacobian's cotangent, once per column
     active = checkpoint_name(active, "efc_active")
     r = checkpoint_name(r, "efc_R")
     d = d.replace(
         efc_type=rows["type"], efc_id=rows["id"],
-        efc_J=jp.where(active[:, None], rows["J"], 0.0),
-        efc_pos=jp.where(active, rows["pos"], 0.0),
-        efc_margin=jp.where(active, rows["margin"], 0.0),
-        efc_frictionloss=jp.where(active, rows["frictionloss"], 0.0),
-        efc_diagA=jp.where(active, diag_a, 0.0), efc_KBIP=jp.where(active[:, None], kbip, 0.0),
-        efc_D=checkpoint_name(jp.where(active, 1.0 / r, 0.0), "efc_D"), efc_R=r,
+        efc_J=where(active[:, None], rows["J"], 0.0),
+        efc_pos=where(active, rows["pos"], 0.0),
+        efc_margin=where(active, rows["margin"], 0.0),
+        efc_frictionloss=where(active, rows["frictionloss"], 0.0),
+        efc_diagA=where(active, diag_a, 0.0), efc_KBIP=where(active[:, None], kbip, 0.0),
+        efc_D=checkpoint_name(where(active, 1.0 / r, 0.0), "efc_D"), efc_R=r,
         efc_active=active)
     # as mj_fwdPosition runs mj_island right after mj_makeConstraint
     from mjx_lite import island  # noqa: PLC0415 (island builds on RowPlan)
@@ -629,7 +630,7 @@ def _eq_jdot_v(m: Model, d: Data, p: RowPlan) -> jax.Array:
             w0, w1 = d.cvel[b[0], :3], d.cvel[b[1], :3]
             dw = w0 - w1
             dal = bias[b[0], :3] - bias[b[1], :3]
-            q0 = jp.where(site[:, None], quats[0], math.quat_mul(quats[0], data[:, 6:10]))
+            q0 = where(site[:, None], quats[0], math.quat_mul(quats[0], data[:, 6:10]))
             q1inv = math.quat_conj(quats[1])
             pure = lambda x: jp.concatenate([jp.zeros_like(x[:, :1]), x], 1)  # noqa: E731
             mul = math.quat_mul
@@ -653,8 +654,8 @@ def reference_constraint(m: Model, d: Data, contact=None) -> Data:
     vel = d.efc_J @ d.qvel
     k, b, imp = d.efc_KBIP[:, 0], d.efc_KBIP[:, 1], d.efc_KBIP[:, 2]
     aref = -b * vel - k * imp * (d.efc_pos - d.efc_margin)
-    aref = aref - jp.where(d.efc_active, _eq_jdot_v(m, d, p), 0.0)
-    aref = checkpoint_name(jp.where(d.efc_active, aref, 0.0), "efc_aref")
+    aref = aref - where(d.efc_active, _eq_jdot_v(m, d, p), 0.0)
+    aref = checkpoint_name(where(d.efc_active, aref, 0.0), "efc_aref")
     return d.replace(efc_vel=vel, efc_aref=aref)
 
 

@@ -35,6 +35,7 @@ from mjx_lite import (
 )
 from mjx_lite.actuator import disabled_actuators, fwd_actuation, next_act
 from mjx_lite.collision.driver import collision
+from mjx_lite.math import where
 from mjx_lite.passive import apply_ft, fluid, passive
 from mjx_lite.types import (
     Data,
@@ -405,8 +406,8 @@ def _implicit_matrix(m: Model, d: Data) -> jax.Array:
         if free.any():
             # 4.0: standalone free bodies keep their exact (unsymmetrized, gyroscopic) block
             block = free[:, None] & free[None, :] & sparse
-            deriv = jp.where(block, passive_act - rne, deriv)
-    return d.qM - h * jp.where(sparse, deriv, 0.0)
+            deriv = where(block, passive_act - rne, deriv)
+    return d.qM - h * where(sparse, deriv, 0.0)
 
 
 def _implicit_qacc(m: Model, d: Data) -> jax.Array:
@@ -440,7 +441,7 @@ def _euler_qacc(m: Model, d: Data) -> jax.Array:
     # mj_Euler solves again only when the model has damping; otherwise it integrates qacc as
     # the solver left it (a solve stopped at its tolerance has M qacc != qfrc_smooth +
     # qfrc_constraint, so re-solving would move qvel by up to ~1e-5 from MuJoCo's)
-    return jp.where(damped, solved, d.qacc)
+    return where(damped, solved, d.qacc)
 
 
 # the classical tableau with a row per stage (stage 0's is zero: it evaluates the initial state)
@@ -460,10 +461,10 @@ def _dexp_inv(x, y):
     """Inverse of the SO(3) exponential's differential at x applied to y (closed form)."""
     th2 = jp.sum(x * x, axis=-1, keepdims=True)
     small = th2 < 1e-8
-    th = jp.sqrt(jp.where(small, 1.0, th2))
+    th = jp.sqrt(where(small, 1.0, th2))
     half = 0.5 * th
-    c = jp.where(small, 1.0 / 12.0 + th2 / 720.0,
-                 (1.0 - half * jp.cos(half) / jp.sin(half)) / jp.where(small, 1.0, th2))
+    c = where(small, 1.0 / 12.0 + th2 / 720.0,
+                 (1.0 - half * jp.cos(half) / jp.sin(half)) / where(small, 1.0, th2))
     xy = math.cross(x, y)
     return y - 0.5 * xy + c * math.cross(x, xy)
 
@@ -505,12 +506,12 @@ def _rk4(m: Model, d: Data, loop: str, adjoint: str, first=None) -> Data:
         if first is not None:
             # stage 0 evaluates the initial state itself, bit for bit
             initial = i == 0
-            di = di.replace(**{f: jp.where(initial, x0[f], getattr(di, f)) for f in state})
+            di = di.replace(**{f: where(initial, x0[f], getattr(di, f)) for f in state})
         di = _forward(m, di, loop=loop, adjoint=adjoint, sensors=False)
         if first is not None:
             # stage 0 may reset the state (the qacc check); the later stages start from it
             di = first(m, di, initial)
-            x0 = {f: jp.where(initial, getattr(di, f), x0[f]) for f in state}
+            x0 = {f: where(initial, getattr(di, f), x0[f]) for f in state}
         k = di.qvel
         if rot.size:
             k = math.put(k, rot, _dexp_inv(-h * math.take(dvel, rot), math.take(di.qvel, rot)))
@@ -614,7 +615,7 @@ def _continuous_qacc(m: Model, d: Data) -> jax.Array:
         damped = _euler_damped(m)
         if damped is None:
             return d.qacc
-        return jp.where(damped, smooth.solve_m(m, d, _euler_matrix(m, d) @ d.qacc), d.qacc)
+        return where(damped, smooth.solve_m(m, d, _euler_matrix(m, d) @ d.qacc), d.qacc)
     return smooth.solve_m(m, d, _implicit_matrix(m, d) @ d.qacc)
 
 

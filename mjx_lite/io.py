@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite import math
 from mjx_lite.collision.driver import contact_budget
 from mjx_lite.collision.types import Contact
 from mjx_lite.constraint import nefc_budget
@@ -146,6 +147,6 @@ def where(mask, on_true, on_false):
 
     def pick(a, b):
         m = mask.reshape(mask.shape + (1,) * (jp.ndim(a) - mask.ndim))
-        return jp.where(m, a, b)
+        return math.where(m, a, b)
 
     return jax.tree.map(pick, on_true, on_false)

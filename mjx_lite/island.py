@@ -21,6 +21,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite.constraint import RowPlan
+from mjx_lite.math import where
 from mjx_lite.types import Data, DisableBit, EqType, Model, ObjType
 
 __all__ = ["island", "islands_enabled", "max_islands"]
@@ -90,7 +91,7 @@ def island(m: Model, d: Data) -> Data:
         body_tree = jp.asarray(np.asarray(m.body_treeid))
         geom_body = jp.asarray(np.asarray(m.geom_bodyid))
         g = d.contact.geom
-        tree = jp.where(g >= 0, body_tree[geom_body[jp.maximum(g, 0)]], -1)  # (ncon, 2)
+        tree = where(g >= 0, body_tree[geom_body[jp.maximum(g, 0)]], -1)  # (ncon, 2)
         slot = (tree[:, :, None] == jp.arange(ntree)[None, None, :]).any(1)  # (ncon, ntree)
         touch = jp.concatenate([touch, jp.repeat(slot, p.width, axis=0)])
     touch = touch & d.efc_active[:, None]
@@ -105,10 +106,10 @@ def island(m: Model, d: Data) -> Data:
         reach = (rf @ rf) > 0
     lowest = jp.argmax(reach, axis=1)  # lowest tree of each tree's component
     root = has_edge & (lowest == jp.arange(ntree))
-    tree_island = jp.where(has_edge, jp.cumsum(root)[lowest] - 1, -1).astype(jp.int32)
+    tree_island = where(has_edge, jp.cumsum(root)[lowest] - 1, -1).astype(jp.int32)
 
     first = jp.argmax(touch, axis=1)
-    efc_island = jp.where(touch.any(1), tree_island[first], -1).astype(jp.int32)
+    efc_island = where(touch.any(1), tree_island[first], -1).astype(jp.int32)
     dof_island = tree_island[jp.asarray(dof_tree)] if nv else jp.zeros(0, jp.int32)
     return d.replace(nisland=jp.sum(root).astype(jp.int32), tree_island=tree_island[:m.ntree],
                      dof_island=dof_island, efc_island=efc_island)

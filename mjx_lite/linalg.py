@@ -27,6 +27,8 @@ import jax.interpreters.batching as batching
 import jax.interpreters.mlir as mlir
 import jax.numpy as jp
 
+from mjx_lite.math import where
+
 
 def cholesky(a: jax.Array) -> jax.Array:
     """Lower Cholesky factor of a symmetric positive definite (n, n) matrix, read from its
@@ -69,7 +71,7 @@ def _loop_cholesky(a):
     def column(j, low):
         v = a[:, j] - low @ low[j]  # low[j] holds the columns before j only
         pivot = jp.sqrt(v[j])
-        col = jp.where(idx > j, v / pivot, jp.where(idx == j, pivot, 0.0))
+        col = where(idx > j, v / pivot, where(idx == j, pivot, 0.0))
         return low.at[:, j].set(col)
 
     return jax.lax.fori_loop(0, n, column, jp.zeros_like(a))
@@ -92,11 +94,11 @@ def _loop_solve(low, b, trans, unit_diagonal=False):
     if trans:  # back substitution with low' (upper): rows from the last
         def step(k, x):
             i = n - 1 - k
-            below = jp.where(jp.arange(n) > i, low[:, i], 0.0)
+            below = where(jp.arange(n) > i, low[:, i], 0.0)
             return x.at[i].set((b[i] - below @ x) / diag(i))
     else:
         def step(i, x):
-            left = jp.where(jp.arange(n) < i, low[i], 0.0)
+            left = where(jp.arange(n) < i, low[i], 0.0)
             return x.at[i].set((b[i] - left @ x) / diag(i))
 
     return jax.lax.fori_loop(0, n, step, jp.zeros_like(b))

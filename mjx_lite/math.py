@@ -29,6 +29,21 @@ MINVAL = 1e-15
 # same terms added in the same order, so results are unchanged (see tests/test_smooth.py).
 
 
+def where(condition, x, y) -> jax.Array:
+    """``where(condition, x, y)`` (same promotion and broadcasting, same select), traced
+    as plain ops: jnp wraps it in a ``jit`` of its own, one call equation a use (1,132 in
+    gymnasium ant's step) that every transformation and the lowering walk into separately."""
+    if jax.typeof(x).weak_type and jax.typeof(y).weak_type:
+        return jp.where(condition, x, y)  # keeps the result weakly typed, as jnp does
+    x, y = (jp.asarray(v, jp.result_type(x, y)) for v in (x, y))
+    condition = jp.asarray(condition)
+    if condition.dtype != jp.bool_:
+        condition = condition != 0
+    shape = jp.broadcast_shapes(condition.shape, x.shape, y.shape)
+    if condition.ndim:  # a scalar condition selects whole arrays
+        condition = jp.broadcast_to(condition, shape)
+    return jax.lax.select(condition, jp.broadcast_to(x, shape), jp.broadcast_to(y, shape))
+
 def lanewise(tree, ref):
     """``tree`` unchanged, but varying with ``ref`` under ``vmap``: a loop's initial carry.
 
@@ -40,7 +55,7 @@ def lanewise(tree, ref):
     once. ``ref``: any array that varies per lane. XLA folds the select away."""
     flat = jp.ravel(ref)
     never = (flat[0] != flat[0]) & (flat[0] == flat[0])
-    return jax.tree.map(lambda a: jp.where(never, a, a), tree)
+    return jax.tree.map(lambda a: where(never, a, a), tree)
 
 
 def pick(x: jax.Array, idx) -> jax.Array:
@@ -207,13 +222,13 @@ def safe_norm(x: jax.Array, axis=-1, keepdims: bool = False) -> jax.Array:
     """Euclidean norm whose gradient at 0 is 0 (not NaN)."""
     sq = jp.sum(x * x, axis=axis, keepdims=keepdims)
     pos = sq > 0
-    return jp.where(pos, jp.sqrt(jp.where(pos, sq, 1.0)), 0.0)
+    return where(pos, jp.sqrt(where(pos, sq, 1.0)), 0.0)
 
 
 def safe_div(num: jax.Array, den: jax.Array, eps: float = MINVAL) -> jax.Array:
     """num / den where |den| < eps gives 0 (and a zero gradient), as MuJoCo's guards do."""
     ok = jp.abs(den) >= eps
-    return jp.where(ok, num / jp.where(ok, den, 1.0), 0.0)
+    return where(ok, num / where(ok, den, 1.0), 0.0)
 
 
 def normalize(x: jax.Array, axis=-1) -> jax.Array:
@@ -232,10 +247,10 @@ def quat_normalize(q: jax.Array) -> jax.Array:
     n = safe_norm(q, keepdims=True)
     ok = n >= MINVAL
     ident = np.array([1.0, 0.0, 0.0, 0.0], dtype=q.dtype)
-    unit = q / jp.where(ok, n, 1.0)
+    unit = q / where(ok, n, 1.0)
     # (q - unit) is exact (Sterbenz), so the sum is exactly q
-    unit = jp.where(jp.abs(n - 1.0) > MINVAL, unit, jax.lax.stop_gradient(q - unit) + unit)
-    return jp.where(ok, unit, ident)
+    unit = where(jp.abs(n - 1.0) > MINVAL, unit, jax.lax.stop_gradient(q - unit) + unit)
+    return where(ok, unit, ident)
 
 
 # Hamilton product: (a b)[i] = sum_j sign[i, j] a[j] b[idx[i, j]], e.g.
@@ -298,10 +313,10 @@ def quat_integrate(q: jax.Array, vel: jax.Array, scale=1.0) -> jax.Array:
     """mju_quatIntegrate: q * exp(scale * vel / 2), vel a local-frame angular velocity."""
     n = safe_norm(vel, keepdims=True)
     small = n < 1e-8
-    ns = jp.where(small, 1.0, n)
+    ns = where(small, 1.0, n)
     half = 0.5 * scale * n
     # sin(scale*|v|/2) / |v|, by its Taylor series near 0 so that the gradient stays finite
-    s = jp.where(small, 0.5 * scale * (1.0 - half * half / 6.0), jp.sin(half) / ns)
+    s = where(small, 0.5 * scale * (1.0 - half * half / 6.0), jp.sin(half) / ns)
     qrot = jp.concatenate([jp.cos(half), s * vel], axis=-1)
     return quat_normalize(quat_mul(quat_normalize(q), qrot))
 
@@ -311,11 +326,11 @@ def quat_to_vel(q: jax.Array, dt=1.0) -> jax.Array:
     u = q[..., 1:]
     s = safe_norm(u, keepdims=True)
     angle = 2.0 * jp.arctan2(s, q[..., :1])
-    angle = jp.where(angle > jp.pi, angle - 2.0 * jp.pi, angle)
+    angle = where(angle > jp.pi, angle - 2.0 * jp.pi, angle)
     # angle / s -> 2 / w as s -> 0
     small = s < 1e-10
-    ratio = jp.where(small, 2.0 / jp.where(q[..., :1] == 0, 1.0, q[..., :1]),
-                     angle / jp.where(small, 1.0, s))
+    ratio = where(small, 2.0 / where(q[..., :1] == 0, 1.0, q[..., :1]),
+                     angle / where(small, 1.0, s))
     return u * ratio / dt
 
 
@@ -338,7 +353,7 @@ def mat_to_quat(mat: jax.Array) -> jax.Array:
     )
     # MuJoCo's choice (and so its sign): the trace form when the trace is positive, else the
     # form of the largest diagonal element
-    best = jp.where(tr > 0, 0, 1 + jp.argmax(jp.stack([m00, m11, m22], -1), axis=-1))
+    best = where(tr > 0, 0, 1 + jp.argmax(jp.stack([m00, m11, m22], -1), axis=-1))
     q = jp.take_along_axis(cands, best[..., None, None], axis=-2)[..., 0, :]
     return quat_normalize(q)
 

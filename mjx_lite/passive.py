@@ -17,6 +17,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import math, tree
+from mjx_lite.math import where
 from mjx_lite.types import Data, DisableBit, GeomType, JointType, Model, TrnType
 
 _MINVAL = 1e-15  # mjMINVAL
@@ -36,7 +37,7 @@ def apply_ft(m: Model, d: Data, force, torque, point, body) -> jax.Array:
     com = math.take(d.subtree_com, np.asarray(m.body_rootid)[body])
     # the wrench about the tree's com, where cdof is expressed: (a x r) . f = a . (r x f)
     wrench = jp.concatenate([torque + math.cross(point - com, force), force], axis=-1)
-    return jp.sum(jp.where(mask, wrench @ d.cdof.T, 0.0), axis=0)
+    return jp.sum(where(mask, wrench @ d.cdof.T, 0.0), axis=0)
 
 
 def object_velocity(m: Model, d: Data, body, point, rot) -> tuple[jax.Array, jax.Array]:
@@ -62,10 +63,10 @@ def quat_sub(qa, qb):
     s = math.safe_norm(v)[..., None]
     w = w[..., :]
     angle = 2.0 * jp.arctan2(s, w)
-    angle = jp.where(angle > jp.pi, angle - 2.0 * jp.pi, angle)
+    angle = where(angle > jp.pi, angle - 2.0 * jp.pi, angle)
     # angle / sin(angle/2) -> 2 / w as the rotation vanishes; keeps the gradient finite
     small = s < 1e-10
-    ratio = jp.where(small, 2.0 / jp.where(w == 0, 1.0, w), angle / jp.where(small, 1.0, s))
+    ratio = where(small, 2.0 / where(w == 0, 1.0, w), angle / where(small, 1.0, s))
     return v * ratio
 
 
@@ -117,8 +118,8 @@ def _joint_spring(m: Model, d: Data) -> jax.Array:
 def _tendon_spring_force(m: Model, d: Data) -> jax.Array:
     """(ntendon,) spring force along each tendon, zero inside the springlength deadband."""
     lower, upper = m.tendon_lengthspring[:, 0], m.tendon_lengthspring[:, 1]
-    x = jp.where(d.ten_length < lower, d.ten_length - lower, 0.0)
-    x = jp.where(d.ten_length > upper, d.ten_length - upper, x)
+    x = where(d.ten_length < lower, d.ten_length - lower, 0.0)
+    x = where(d.ten_length > upper, d.ten_length - upper, x)
     return -stiffness_poly(x, m.tendon_stiffness, m.tendon_stiffnesspoly)
 
 
@@ -183,9 +184,9 @@ def geom_semiaxes(m: Model) -> jax.Array:
     gtype = np.asarray(m.geom_type)[:, None]
     s = m.geom_size
     r = s[:, :1]
-    out = jp.where(gtype == GeomType.SPHERE, jp.concatenate([r, r, r], 1), s)
-    out = jp.where(gtype == GeomType.CAPSULE, jp.concatenate([r, r, s[:, 1:2] + r], 1), out)
-    return jp.where(gtype == GeomType.CYLINDER, jp.concatenate([r, r, s[:, 1:2]], 1), out)
+    out = where(gtype == GeomType.SPHERE, jp.concatenate([r, r, r], 1), s)
+    out = where(gtype == GeomType.CAPSULE, jp.concatenate([r, r, s[:, 1:2] + r], 1), out)
+    return where(gtype == GeomType.CYLINDER, jp.concatenate([r, r, s[:, 1:2]], 1), out)
 
 
 def _inertia_box_fluid(m: Model, d: Data, bodies: np.ndarray, use) -> jax.Array:
@@ -197,7 +198,7 @@ def _inertia_box_fluid(m: Model, d: Data, bodies: np.ndarray, use) -> jax.Array:
     box = jp.stack([inertia[:, 1] + inertia[:, 2] - inertia[:, 0],
                     inertia[:, 0] + inertia[:, 2] - inertia[:, 1],
                     inertia[:, 0] + inertia[:, 1] - inertia[:, 2]], axis=1)
-    box = jp.sqrt(6.0 * jp.maximum(box, _MINVAL) / jp.where(alive, mass, 1.0)[:, None])
+    box = jp.sqrt(6.0 * jp.maximum(box, _MINVAL) / where(alive, mass, 1.0)[:, None])
     rot = d.ximat[bodies]
     ang, lin = object_velocity(m, d, bodies, d.xipos[bodies], rot)
     lin = lin - jp.einsum("kji,j->ki", rot, m.opt.wind)
@@ -209,8 +210,8 @@ def _inertia_box_fluid(m: Model, d: Data, bodies: np.ndarray, use) -> jax.Array:
     moment = jp.stack([b0 * (b1**4 + b2**4), b1 * (b0**4 + b2**4), b2 * (b0**4 + b1**4)], axis=1)
     force = force - 0.5 * m.opt.density * area * jp.abs(lin) * lin
     torque = torque - m.opt.density * moment * jp.abs(ang) * ang / 64.0
-    force = jp.where(alive[:, None], jp.einsum("kij,kj->ki", rot, force), 0.0)
-    torque = jp.where(alive[:, None], jp.einsum("kij,kj->ki", rot, torque), 0.0)
+    force = where(alive[:, None], jp.einsum("kij,kj->ki", rot, force), 0.0)
+    torque = where(alive[:, None], jp.einsum("kij,kj->ki", rot, torque), 0.0)
     return apply_ft(m, d, force, torque, d.xipos[bodies], bodies)
 
 
@@ -245,13 +246,13 @@ def _ellipsoid_fluid(m: Model, d: Data, geoms: np.ndarray) -> jax.Array:
     num = jp.sum(prod**4 * v * v, axis=1)
     den = jp.sum(prod**2 * v * v, axis=1)
     ratio = num / jp.maximum(den, _MINVAL)
-    a_proj = jp.pi * jp.where(ratio > 0, jp.sqrt(jp.where(ratio > 0, ratio, 1.0)), 0.0)
+    a_proj = jp.pi * where(ratio > 0, jp.sqrt(where(ratio > 0, ratio, 1.0)), 0.0)
     speed = math.safe_norm(v)
     # normal of the cross-section whose projection is a_proj
-    normal = prod * v / jp.where(s > 0, s, 1.0)
+    normal = prod * v / where(s > 0, s, 1.0)
     nnorm = math.safe_norm(normal)
     cos_alpha = jp.sum(normal * v, axis=1) / jp.maximum(_MINVAL, speed * nnorm)
-    nhat = normal / jp.where(nnorm > _MINVAL, nnorm, 1.0)[:, None]
+    nhat = normal / where(nnorm > _MINVAL, nnorm, 1.0)[:, None]
     circ = math.cross(nhat, v) * (kutta * rho * cos_alpha * a_proj)[:, None]
     force = force + math.cross(circ, v)
     force = force + (magnus * rho * volume)[:, None] * math.cross(w, v)
@@ -312,7 +313,7 @@ def passive(m: Model, d: Data) -> Data:
     qfrc_gravcomp = gravcomp(m, d)
     qfrc_fluid = fluid(m, d)
     actgrav = np.asarray(m.jnt_actgravcomp, dtype=bool)[np.asarray(m.dof_jntid, dtype=int)]
-    passive_grav = jp.where(actgrav, 0.0, qfrc_gravcomp)
+    passive_grav = where(actgrav, 0.0, qfrc_gravcomp)
     return d.replace(qfrc_spring=spring, qfrc_damper=damper, qfrc_gravcomp=qfrc_gravcomp,
                      qfrc_fluid=qfrc_fluid,
                      qfrc_passive=spring + damper + passive_grav + qfrc_fluid)

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite.math import where
 from mjx_lite.types import Data, GeomType, Model
 
 MINVAL = 1e-15  # mjMINVAL
@@ -37,25 +38,25 @@ def _local(pos, mat, pnt, vec):
 
 def _nonzero(x):
     """x with exact zeros replaced by 1, for denominators of branches not taken."""
-    return jp.where(x == 0, 1.0, x)
+    return where(x == 0, 1.0, x)
 
 
 def _quad(a, b, c):
     """Both roots (-1 when none) and the smallest non-negative one of a x^2 + 2 b x + c."""
     det = b * b - a * c
     ok = det >= MINVAL
-    s = jp.sqrt(jp.where(ok, det, 1.0))
+    s = jp.sqrt(where(ok, det, 1.0))
     a_ = _nonzero(a)
-    x0 = jp.where(ok, (-b - s) / a_, -1.0)
-    x1 = jp.where(ok, (-b + s) / a_, -1.0)
-    best = jp.where(x0 >= 0, x0, jp.where(x1 >= 0, x1, -1.0))
+    x0 = where(ok, (-b - s) / a_, -1.0)
+    x1 = where(ok, (-b + s) / a_, -1.0)
+    best = where(x0 >= 0, x0, where(x1 >= 0, x1, -1.0))
     return best, x0, x1
 
 
 def _closer(x, sol, ok):
     """The running minimum x (-1: none) updated with candidate sol where ok."""
     take = ok & (sol >= 0) & ((x < 0) | (sol < x))
-    return jp.where(take, sol, x)
+    return where(take, sol, x)
 
 
 def _sphere_hit(pos, r2, pnt, vec):
@@ -67,11 +68,11 @@ def ray_plane(pos, mat, size, pnt, vec):
     """Front face of a plane, inside its rendered rectangle where size > 0."""
     lp, lv = _local(pos, mat, pnt, vec)
     front = lv[2] <= -MINVAL
-    x = -lp[2] / jp.where(front, lv[2], -1.0)
+    x = -lp[2] / where(front, lv[2], -1.0)
     p0, p1 = lp[0] + x * lv[0], lp[1] + x * lv[1]
     inside = ((size[0] <= 0) | (jp.abs(p0) <= size[0])) & \
         ((size[1] <= 0) | (jp.abs(p1) <= size[1]))
-    return jp.where(front & (x >= 0) & inside, x, -1.0)
+    return where(front & (x >= 0) & inside, x, -1.0)
 
 
 def ray_sphere(pos, mat, size, pnt, vec):
@@ -93,7 +94,7 @@ def ray_capsule(pos, mat, size, pnt, vec):
         for xi in (x0, x1):
             z = lp[2] + xi * lv[2]
             x = _closer(x, xi, z >= size[1] if sign > 0 else z <= -size[1])
-    return jp.where(bound, x, -1.0)
+    return where(bound, x, -1.0)
 
 
 def ray_ellipsoid(pos, mat, size, pnt, vec):
@@ -109,13 +110,13 @@ def ray_cylinder(pos, mat, size, pnt, vec):
     x = -1.0
     axial = jp.abs(lv[2]) > MINVAL
     for side in (-1.0, 1.0):
-        sol = (side * size[1] - lp[2]) / jp.where(axial, lv[2], 1.0)
+        sol = (side * size[1] - lp[2]) / where(axial, lv[2], 1.0)
         p0, p1 = lp[0] + sol * lv[0], lp[1] + sol * lv[1]
         x = _closer(x, sol, axial & (p0 * p0 + p1 * p1 <= r2))
     a = lv[0] * lv[0] + lv[1] * lv[1]
     sol = _quad(a, lv[0] * lp[0] + lv[1] * lp[1], lp[0] * lp[0] + lp[1] * lp[1] - r2)[0]
     x = _closer(x, sol, jp.abs(lp[2] + sol * lv[2]) <= size[1])
-    return jp.where(bound, x, -1.0)
+    return where(bound, x, -1.0)
 
 
 _FACE_AXES = ((1, 2), (0, 2), (0, 1))
@@ -130,12 +131,12 @@ def ray_box_all(pos, mat, size, pnt, vec):
     for i, (j, k) in enumerate(_FACE_AXES):
         nz = jp.abs(lv[i]) > MINVAL
         for side in (-1.0, 1.0):
-            sol = (side * size[i] - lp[i]) / jp.where(nz, lv[i], 1.0)
+            sol = (side * size[i] - lp[i]) / where(nz, lv[i], 1.0)
             p0, p1 = lp[j] + sol * lv[j], lp[k] + sol * lv[k]
             ok = nz & (sol >= 0) & (jp.abs(p0) <= size[j]) & (jp.abs(p1) <= size[k]) & bound
             x = _closer(x, sol, ok)
-            faces.append(jp.where(ok, sol, -1.0))
-    return jp.where(bound, x, -1.0), jp.stack(faces)
+            faces.append(where(ok, sol, -1.0))
+    return where(bound, x, -1.0), jp.stack(faces)
 
 
 def ray_box(pos, mat, size, pnt, vec):
@@ -148,8 +149,8 @@ def _normal_basis(lv):
     a = jp.abs(lv)
     kx = (a[0] >= a[1]) & (a[0] >= a[2])
     ky = ~kx & (a[1] >= a[2])
-    b0 = jp.stack([jp.where(kx, 0.0, 1.0), jp.where(ky, 0.0, 1.0),
-                   jp.where(kx | ky, 1.0, 0.0)]).astype(lv.dtype)
+    b0 = jp.stack([where(kx, 0.0, 1.0), where(ky, 0.0, 1.0),
+                   where(kx | ky, 1.0, 0.0)]).astype(lv.dtype)
     b1 = b0 - lv * (lv @ b0) / (lv @ lv)
     b1 = b1 / jp.linalg.norm(b1)
     b0 = jp.cross(b1, lv)
@@ -168,20 +169,20 @@ def ray_triangles(v, lp, lv, b0, b1):
     r0, r1 = -pl[:, 2, 0], -pl[:, 2, 1]
     det = a00 * a11 - a01 * a10
     okdet = jp.abs(det) >= MINVAL
-    det_ = jp.where(okdet, det, 1.0)
+    det_ = where(okdet, det, 1.0)
     t0 = (a11 * r0 - a01 * r1) / det_
     t1 = (-a10 * r0 + a00 * r1) / det_
     inside = (t0 >= 0) & (t1 >= 0) & (t0 + t1 <= 1)
     nrm = jp.cross(v[:, 0] - v[:, 2], v[:, 1] - v[:, 2])
     denom = nrm @ lv
     okden = jp.abs(denom) >= MINVAL
-    x = -jp.sum((lp - v[:, 2]) * nrm, axis=-1) / jp.where(okden, denom, 1.0)
-    return jp.where(~same & okdet & inside & okden, x, -1.0)
+    x = -jp.sum((lp - v[:, 2]) * nrm, axis=-1) / where(okden, denom, 1.0)
+    return where(~same & okdet & inside & okden, x, -1.0)
 
 
 def _nearest(x):
     """Smallest non-negative entry of x, -1 if none."""
-    return jp.where(jp.any(x >= 0), jp.min(jp.where(x >= 0, x, jp.inf)), -1.0)
+    return where(jp.any(x >= 0), jp.min(where(x >= 0, x, jp.inf)), -1.0)
 
 
 def ray_mesh(pos, mat, size, tri, valid, pnt, vec):
@@ -189,8 +190,8 @@ def ray_mesh(pos, mat, size, tri, valid, pnt, vec):
     box = ray_box(pos, mat, size, pnt, vec)
     lp, lv = _local(pos, mat, pnt, vec)
     b0, b1 = _normal_basis(lv)
-    x = jp.where(valid, ray_triangles(tri, lp, lv, b0, b1), -1.0)
-    return jp.where(box >= 0, _nearest(x), -1.0)
+    x = where(valid, ray_triangles(tri, lp, lv, b0, b1), -1.0)
+    return where(box >= 0, _nearest(x), -1.0)
 
 
 def ray_hfield(pos, mat, hsize, tri, edges, pnt, vec):
@@ -225,8 +226,8 @@ def ray_hfield(pos, mat, hsize, tri, edges, pnt, vec):
         prof = wall_z[i]
         h = prof[k] * (y0 + 1 - y) + prof[k + 1] * (y - y0)
         take = (t >= 0) & ((t < x) | (x < 0)) & (z < h)
-        x = jp.where(take, t, x)
-    return jp.where(top >= 0, x, base)
+        x = where(take, t, x)
+    return where(top >= 0, x, base)
 
 
 # ------------------------------------------------------------------------------------------
@@ -358,7 +359,7 @@ def ray(m: Model, d: Data, pnt: jax.Array, vec: jax.Array, geomgroup=None,
     excluded = jp.asarray(np.asarray(m.geom_bodyid)) == bodyexclude
     hit = (dist >= 0) & ~excluded
     # the lowest geom id wins a tie, as MuJoCo's strict < over geoms in order
-    best = jp.argmin(jp.where(hit, dist, jp.inf))
+    best = jp.argmin(where(hit, dist, jp.inf))
     found = jp.any(hit)
-    return (jp.where(found, dist[best], -1.0),
-            jp.where(found, best, -1).astype(jp.int32))
+    return (where(found, dist[best], -1.0),
+            where(found, best, -1).astype(jp.int32))

@@ -15,6 +15,7 @@ import jax.numpy as jp
 from jax.custom_derivatives import SymbolicZero
 
 from mjx_lite.forward import step
+from mjx_lite.math import where
 from mjx_lite.types import Data, Model
 
 __all__ = ["rollout"]
@@ -77,7 +78,7 @@ def _dense_tangents_jvp(primals, tangents):
     # product with 0, so that a NaN cotangent of a leaf without a tangent stays out of the
     # gradient (reverse mode sends the select's other branch, an exact zero, back)
     seed = jp.ravel(live[0])[0]
-    zero = jp.where(True, jp.zeros((), seed.dtype), seed)
+    zero = where(True, jp.zeros((), seed.dtype), seed)
     primal_leaves = jax.tree.leaves(tree)
     dense = [jp.broadcast_to(zero, p.shape).astype(p.dtype)
              if is_zero(t) and jp.issubdtype(p.dtype, jp.inexact) else t

@@ -24,6 +24,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import math, smooth, tree
+from mjx_lite.math import where
 from mjx_lite.passive import quat_sub
 from mjx_lite.types import (
     Data,
@@ -73,8 +74,8 @@ def _cutoff(m: Model, data: jax.Array, stage: Stage) -> jax.Array:
     cut = jp.asarray(m.sensor_cutoff)[rows]
     pos = np.asarray(m.sensor_datatype)[rows] == DataType.POSITIVE
     v = data[adr]
-    lo = jp.where(pos, v, -cut)
-    clipped = jp.where(cut > 0, jp.minimum(jp.maximum(v, lo), cut), v)
+    lo = where(pos, v, -cut)
+    clipped = where(cut > 0, jp.minimum(jp.maximum(v, lo), cut), v)
     return data.at[adr].set(clipped)
 
 
@@ -139,7 +140,7 @@ def _limit_row(m: Model, d: Data, ctype: int, objid: np.ndarray, field: jax.Arra
     val = field[jp.argmax(hit, axis=1)]
     if offset is not None:
         val = val - offset
-    return jp.where(jp.any(hit, axis=1), val, 0.0)
+    return where(jp.any(hit, axis=1), val, 0.0)
 
 
 def _sensor_ids(m: Model, stage: Stage):
@@ -194,8 +195,8 @@ def potential_energy(m: Model, d: Data) -> jax.Array:
         e = e + jp.sum(_spring_energy(x, k[rot], poly[rot]))
     if m.ntendon:
         lower, upper = m.tendon_lengthspring[:, 0], m.tendon_lengthspring[:, 1]
-        x = jp.where(d.ten_length < lower, d.ten_length - lower, 0.0)
-        x = jp.where(d.ten_length > upper, d.ten_length - upper, x)
+        x = where(d.ten_length < lower, d.ten_length - lower, 0.0)
+        x = where(d.ten_length > upper, d.ten_length - upper, x)
         e = e + jp.sum(_spring_energy(x, jp.asarray(m.tendon_stiffness),
                                       jp.asarray(m.tendon_stiffnesspoly)))
     return e
@@ -279,7 +280,7 @@ def _geom_distance(m: Model, d: Data, ids: np.ndarray):
                      driver._mesh_verts(m, b).astype(dtype) if mesh[1] else None]
         dist, pos, normal, _, valid = jax.vmap(fn)(*args)
         # the closest contact of the pair (first of equals, as MuJoCo's strict <)
-        dist = jp.where(valid, dist, jp.inf)
+        dist = where(valid, dist, jp.inf)
         j = jp.argmin(dist, axis=1)
         take = lambda x, j=j: jp.take_along_axis(  # noqa: E731
             x, j.reshape((-1,) + (1,) * (x.ndim - 1)), axis=1)[:, 0]
@@ -287,19 +288,19 @@ def _geom_distance(m: Model, d: Data, ids: np.ndarray):
         frm = p - n * (0.5 * dmin)[:, None]
         to = p + n * (0.5 * dmin)[:, None]
         fl = flip[rows][:, None]
-        ft = jp.concatenate([jp.where(fl, to, frm), jp.where(fl, frm, to)], axis=1)
+        ft = jp.concatenate([where(fl, to, frm), where(fl, frm, to)], axis=1)
         pdist = pdist.at[rows].set(dmin)
-        pft = pft.at[rows].set(jp.where(jp.isfinite(dmin)[:, None], ft, 0.0))
+        pft = pft.at[rows].set(where(jp.isfinite(dmin)[:, None], ft, 0.0))
     # per sensor: the first pair (in loop order) of smallest distance below the cutoff
     closer = pdist < cutoff[sens]
-    best_d = jax.ops.segment_min(jp.where(closer, pdist, jp.inf), sens, num_segments=ids.size)
+    best_d = jax.ops.segment_min(where(closer, pdist, jp.inf), sens, num_segments=ids.size)
     is_best = closer & (pdist == best_d[sens])
-    order = jp.where(is_best, jp.arange(npair), npair)
+    order = where(is_best, jp.arange(npair), npair)
     first = jax.ops.segment_min(order, sens, num_segments=ids.size)
     found = first < npair
     fc = jp.minimum(first, npair - 1)
-    dist = jp.where(found, pdist[fc], cutoff)
-    fromto = jp.where(found[:, None], pft[fc], 0.0)
+    dist = where(found, pdist[fc], cutoff)
+    fromto = where(found[:, None], pft[fc], 0.0)
     return dist, fromto
 
 
@@ -307,9 +308,9 @@ def _ray_fields(mask: int, dist, vec, pnt, depth) -> jax.Array:
     """(n, size) ``data`` fields of n rays in order (fill_raydata): dist, dir (0 without a
     hit), origin, point (0 without a hit), depth (-1 without a hit)."""
     hit = (dist >= 0)[:, None]
-    fields = {0: dist[:, None], 1: jp.where(hit, vec, 0.0), 2: pnt,
-              3: jp.where(hit, pnt + dist[:, None] * vec, 0.0),
-              5: jp.where(hit, depth[:, None], -1.0)}
+    fields = {0: dist[:, None], 1: where(hit, vec, 0.0), 2: pnt,
+              3: where(hit, pnt + dist[:, None] * vec, 0.0),
+              5: where(hit, depth[:, None], -1.0)}
     return jp.concatenate([fields[k] for k in range(6) if mask & (1 << k)], axis=1)
 
 
@@ -399,7 +400,7 @@ def _collision_sensors(m: Model, d: Data, groups: dict) -> dict:
         else:
             v = fromto[k:k + n, 3:] - fromto[k:k + n, :3]
             norm = math.safe_norm(v, axis=-1)[:, None]
-            out[t] = jp.where(norm > 0, v / jp.where(norm > 0, norm, 1.0), 0.0)
+            out[t] = where(norm > 0, v / where(norm > 0, norm, 1.0), 0.0)
         k += n
     return out
 
@@ -536,7 +537,7 @@ def _contact_sensors(m: Model, d: Data, ids: np.ndarray) -> list[jax.Array]:
         sign = jp.asarray(np.where(sflip, -1.0, 1.0), dtype)
         fields = [k for k in range(9) if spec & (1 << k)]
         if reduce == _REDUCE_NETFORCE:
-            w = jp.where(mask[:, None], force * sign[:, None], 0.0)
+            w = where(mask[:, None], force * sign[:, None], 0.0)
             weight = math.safe_norm(w[:, :3], axis=-1)
             total = jp.sum(weight)
             point = jp.sum(weight[:, None] * pos, axis=0) / jp.maximum(total, 1e-15)
@@ -546,7 +547,7 @@ def _contact_sensors(m: Model, d: Data, ids: np.ndarray) -> list[jax.Array]:
                    3: jp.zeros(1, dtype), 4: point, 5: jp.eye(3, dtype=dtype)[0],
                    6: jp.eye(3, dtype=dtype)[1]}
             slot = jp.concatenate([val[k] for k in fields])
-            slot = jp.where(nmatch > 0, slot, 0.0)
+            slot = where(nmatch > 0, slot, 0.0)
             block = jp.zeros(int(m.sensor_dim[i]), dtype).at[:slot.size].set(slot)
             out.append(block)
             continue
@@ -566,14 +567,14 @@ def _contact_sensors(m: Model, d: Data, ids: np.ndarray) -> list[jax.Array]:
                5: frame[sel, 0] * s, 6: frame[sel, 1] * s}
         # flipped: the frame becomes (-normal, -tangent1, tangent2) and the relative motion
         # and force change sign, so only the third component changes sign
-        zflip = jp.where(s > 0, 1.0, jp.asarray([1.0, 1.0, -1.0], dtype))
+        zflip = where(s > 0, 1.0, jp.asarray([1.0, 1.0, -1.0], dtype))
         if force is not None:
             val[1] = force[sel, :3] * zflip
             val[2] = force[sel, 3:] * zflip
         if rel_vel is not None:
             val[7] = jp.einsum("kji,ki->kj", frame[sel], rel_vel[sel, 3:]) * zflip
             val[8] = jp.einsum("kji,ki->kj", frame[sel], rel_vel[sel, :3]) * zflip
-        slots = jp.where(present, jp.concatenate([val[f] for f in fields], axis=1), 0.0)
+        slots = where(present, jp.concatenate([val[f] for f in fields], axis=1), 0.0)
         block = jp.zeros(int(m.sensor_dim[i]), dtype).at[:slots.size].set(slots.reshape(-1))
         out.append(block)
     return out
@@ -602,10 +603,10 @@ def _inside_site(m: Model, d: Data, ids: np.ndarray) -> jax.Array:
     ell = (x / size[:, 0]) ** 2 + (y / size[:, 1]) ** 2 + (z / size[:, 2]) ** 2 <= 1.0
     cyl = (r2 <= size[:, 0] ** 2) & (jp.abs(z) <= size[:, 1])
     box = jp.all(jp.abs(loc) <= size, axis=-1)
-    out = jp.where(stype == GeomType.SPHERE, sphere,
-                   jp.where(stype == GeomType.CAPSULE, capsule,
-                            jp.where(stype == GeomType.ELLIPSOID, ell,
-                                     jp.where(stype == GeomType.CYLINDER, cyl, box))))
+    out = where(stype == GeomType.SPHERE, sphere,
+                   where(stype == GeomType.CAPSULE, capsule,
+                            where(stype == GeomType.ELLIPSOID, ell,
+                                     where(stype == GeomType.CYLINDER, cyl, box))))
     return out.astype(d.qpos.dtype)
 
 
@@ -622,17 +623,17 @@ def _frame_pos_sensors(m: Model, d: Data, stype: int, ids: np.ndarray) -> jax.Ar
     if stype == S.FRAMEPOS:
         if np.any(has_ref):
             rel = jp.einsum("kji,kj->ki", rmat, pos - rpos)
-            pos = jp.where(has_ref[:, None], rel, pos)
+            pos = where(has_ref[:, None], rel, pos)
         return pos
     if stype == S.FRAMEQUAT:
         if np.any(has_ref):
             rel = math.quat_mul(math.quat_conj(rquat), quat)
-            quat = jp.where(has_ref[:, None], rel, quat)
+            quat = where(has_ref[:, None], rel, quat)
         return quat
     axis = mat[:, :, {S.FRAMEXAXIS: 0, S.FRAMEYAXIS: 1, S.FRAMEZAXIS: 2}[stype]]
     if np.any(has_ref):
         rel = jp.einsum("kji,kj->ki", rmat, axis)
-        axis = jp.where(has_ref[:, None], rel, axis)
+        axis = where(has_ref[:, None], rel, axis)
     return axis
 
 
@@ -723,9 +724,9 @@ def _frame_vel_sensors(m: Model, d: Data, stype: int, ids: np.ndarray) -> jax.Ar
     if stype == S.FRAMELINVEL:
         # velocity relative to the (rotating) reference frame, in its coordinates
         rel = lin - rvel[:, 3:] - math.cross(rvel[:, :3], pos - rpos)
-        return jp.where(has_ref[:, None], jp.einsum("kji,kj->ki", rmat, rel), lin)
+        return where(has_ref[:, None], jp.einsum("kji,kj->ki", rmat, rel), lin)
     rel = jp.einsum("kji,kj->ki", rmat, ang - rvel[:, :3])
-    return jp.where(has_ref[:, None], rel, ang)
+    return where(has_ref[:, None], rel, ang)
 
 
 def sensor_vel(m: Model, d: Data) -> Data:
@@ -830,9 +831,9 @@ def _touch(m: Model, d: Data, ids: np.ndarray) -> jax.Array:
         def one(pos, mat, sz, b, f=ray_fns[int(t)]):
             mine = active & ((b1 == b) | (b2 == b))
             # the ray points into the sensor's body: along the normal unless it is geom2's
-            ray_dir = jp.where((b2 == b)[:, None], -normal, normal)
+            ray_dir = where((b2 == b)[:, None], -normal, normal)
             hit = jax.vmap(f, (None, None, None, 0, 0))(pos, mat, sz, con.pos, ray_dir) >= 0
-            return jp.sum(jp.where(mine & hit, fn, 0.0))
+            return jp.sum(where(mine & hit, fn, 0.0))
 
         val = jax.vmap(one)(d.site_xpos[site[rows]], d.site_xmat[site[rows]], size[rows],
                             body[rows])

@@ -14,6 +14,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import linalg, math, tree
+from mjx_lite.math import where
 from mjx_lite.types import (
     CamLightType,
     Data,
@@ -110,11 +111,11 @@ def _local_to_global(xpos, xquat, lpos, lquat, sameframe=None, frames=None, xmat
         return gpos, gmat
     sf = np.asarray(sameframe)
     bpos, bmat, ipos, imat = frames
-    gpos = jp.where((sf == SameFrame.BODY)[:, None], bpos, gpos)
-    gpos = jp.where((sf == SameFrame.INERTIA)[:, None], ipos, gpos)
-    gmat = jp.where(np.isin(sf, (SameFrame.BODY, SameFrame.BODYROT))[:, None, None], bmat, gmat)
+    gpos = where((sf == SameFrame.BODY)[:, None], bpos, gpos)
+    gpos = where((sf == SameFrame.INERTIA)[:, None], ipos, gpos)
+    gmat = where(np.isin(sf, (SameFrame.BODY, SameFrame.BODYROT))[:, None, None], bmat, gmat)
     rot_i = np.isin(sf, (SameFrame.INERTIA, SameFrame.INERTIAROT))[:, None, None]
-    return gpos, jp.where(rot_i, imat, gmat)
+    return gpos, where(rot_i, imat, gmat)
 
 
 def _subtree_com(m: Model, xipos: jax.Array) -> jax.Array:
@@ -122,7 +123,7 @@ def _subtree_com(m: Model, xipos: jax.Array) -> jax.Array:
     tot = tree.scan_up(m, xipos * mass[:, None])
     smass = jp.asarray(m.body_subtreemass)[:, None]
     ok = smass >= math.MINVAL
-    return jp.where(ok, tot / jp.where(ok, smass, 1.0), xipos)
+    return where(ok, tot / where(ok, smass, 1.0), xipos)
 
 
 def kinematics(m: Model, d: Data) -> Data:
@@ -137,7 +138,7 @@ def kinematics(m: Model, d: Data) -> Data:
         pos, quat, a = loc
         gpos = ppos + math.rotate(pos, pquat)
         gquat = math.quat_normalize(math.quat_mul(pquat, quat))
-        return (jp.where(a > 0, pos, gpos), jp.where(a > 0, quat, gquat), a)
+        return (where(a > 0, pos, gpos), where(a > 0, quat, gquat), a)
 
     xpos, xquat, _ = tree.scan_down(
         m, combine, (lpos, lquat, absf), (jp.zeros(3, dtype), world_quat, jp.zeros(1, dtype))
@@ -195,14 +196,14 @@ def camlight(m: Model, d: Data, subtree_com: jax.Array | None = None) -> Data:
         fpos, fmat = _local_to_global(d.xpos[b], d.xquat[b], m.cam_pos, m.cam_quat)
         trk = (mode == CamLightType.TRACK)[:, None]
         trkcom = (mode == CamLightType.TRACKCOM)[:, None]
-        cam_xpos = jp.where(trk, d.xpos[b] + m.cam_pos0, fpos)
-        cam_xpos = jp.where(trkcom, com[b] + m.cam_poscom0, cam_xpos)
-        cam_xmat = jp.where((trk | trkcom)[..., None], m.cam_mat0, fmat)
+        cam_xpos = where(trk, d.xpos[b] + m.cam_pos0, fpos)
+        cam_xpos = where(trkcom, com[b] + m.cam_poscom0, cam_xpos)
+        cam_xmat = where((trk | trkcom)[..., None], m.cam_mat0, fmat)
         tgt = np.isin(mode, (CamLightType.TARGETBODY, CamLightType.TARGETBODYCOM))
         if tgt.any():
-            target = jp.where((mode == CamLightType.TARGETBODY)[:, None], d.xpos[tb], com[tb])
+            target = where((mode == CamLightType.TARGETBODY)[:, None], d.xpos[tb], com[tb])
             look = _target_frame(cam_xpos, target)
-            cam_xmat = jp.where(tgt[:, None, None], look, cam_xmat)
+            cam_xmat = where(tgt[:, None, None], look, cam_xmat)
     light_xpos, light_xdir = d.light_xpos, d.light_xdir
     if m.nlight:
         b = np.asarray(m.light_bodyid)
@@ -212,13 +213,13 @@ def camlight(m: Model, d: Data, subtree_com: jax.Array | None = None) -> Data:
         fdir = math.rotate(m.light_dir, d.xquat[b])
         trk = (mode == CamLightType.TRACK)[:, None]
         trkcom = (mode == CamLightType.TRACKCOM)[:, None]
-        light_xpos = jp.where(trk, d.xpos[b] + m.light_pos0, fpos)
-        light_xpos = jp.where(trkcom, com[b] + m.light_poscom0, light_xpos)
-        light_xdir = jp.where(trk | trkcom, m.light_dir0, fdir)
+        light_xpos = where(trk, d.xpos[b] + m.light_pos0, fpos)
+        light_xpos = where(trkcom, com[b] + m.light_poscom0, light_xpos)
+        light_xdir = where(trk | trkcom, m.light_dir0, fdir)
         tgt = np.isin(mode, (CamLightType.TARGETBODY, CamLightType.TARGETBODYCOM))
         if tgt.any():
-            target = jp.where((mode == CamLightType.TARGETBODY)[:, None], d.xpos[tb], com[tb])
-            light_xdir = jp.where(tgt[:, None], math.normalize(target - light_xpos), light_xdir)
+            target = where((mode == CamLightType.TARGETBODY)[:, None], d.xpos[tb], com[tb])
+            light_xdir = where(tgt[:, None], math.normalize(target - light_xpos), light_xdir)
         # MuJoCo keeps light directions unit length
         light_xdir = math.normalize(light_xdir)
     return d.replace(cam_xpos=cam_xpos, cam_xmat=cam_xmat, light_xpos=light_xpos,
@@ -253,13 +254,13 @@ def com_pos(m: Model, d: Data) -> Data:
     # ball and free rotations turn about the body frame's axes (columns of xmat)
     ang_ball = d.xmat[body, :, col]
     xaxis = math.take(d.xaxis, jnt)
-    ang = jp.where(rot3[:, None], ang_ball, xaxis)
+    ang = where(rot3[:, None], ang_ball, xaxis)
     is_lin = (jtype == JointType.SLIDE) | ((jtype == JointType.FREE) & (k < 3))
-    ang = jp.where(is_lin[:, None], 0.0, ang)
+    ang = where(is_lin[:, None], 0.0, ang)
     lin_free = jp.asarray(np.eye(3)[np.clip(k, 0, 2)], dtype=dtype)
     lin = math.cross(ang, offset)
-    lin = jp.where((jtype == JointType.SLIDE)[:, None], xaxis, lin)
-    lin = jp.where(((jtype == JointType.FREE) & (k < 3))[:, None], lin_free, lin)
+    lin = where((jtype == JointType.SLIDE)[:, None], xaxis, lin)
+    lin = where(((jtype == JointType.FREE) & (k < 3))[:, None], lin_free, lin)
     cdof = jp.concatenate([ang, lin], axis=-1).reshape(m.nv, 6)
     d = d.replace(subtree_com=subtree_com, cinert=cinert, cdof=cdof)
     return camlight(m, d)
@@ -272,7 +273,7 @@ def crb(m: Model, d: Data) -> Data:
     body = np.asarray(m.dof_bodyid)
     force = math.inert_mul(crb_[body], d.cdof)  # (nv, 6)
     anc = tree.dof_ancestors(m)
-    lower = jp.where(anc, force @ d.cdof.T, 0.0)
+    lower = where(anc, force @ d.cdof.T, 0.0)
     qm = lower + lower.T - jp.diag(jp.diag(lower)) + jp.diag(jp.asarray(m.dof_armature))
     if m.ntendon:
         # tendon armature is inertia along the tendon: M += J' diag(armature) J (MuJoCo >= 3.2;
@@ -287,7 +288,7 @@ def _in_m_sparsity(m: Model, a: jax.Array) -> jax.Array:
     MuJoCo 4.0 adds the tendon armature terms J' armature J into its sparse M, so the
     couplings of sibling branches and of different trees are dropped (measured: a tendon
     across two trees, and one across two sibling bodies)."""
-    return jp.where(m_sparsity(m), a, 0.0)
+    return where(m_sparsity(m), a, 0.0)
 
 
 def m_sparsity(m: Model) -> np.ndarray:
@@ -433,8 +434,8 @@ def jac(m: Model, d: Data, point: jax.Array, body_id) -> tuple[jax.Array, jax.Ar
     # jaxlib 0.10's CPU backend hands to YNNPACK, at 150-370 us each for 190 points
     # (gymnasium humanoid's contacts; docs/gradients.md)
     lin = lin - jp.einsum("...ij,jv->...iv", math.skew(offset), ang)
-    jacp = jp.where(mask[..., None, :], lin, 0.0)
-    jacr = jp.where(mask[..., None, :], ang, 0.0)
+    jacp = where(mask[..., None, :], lin, 0.0)
+    jacr = where(mask[..., None, :], ang, 0.0)
     return jacp, jacr
 
 
@@ -477,7 +478,7 @@ def transmission(m: Model, d: Data) -> Data:
         q = math.quat_normalize(d.qpos[qadr_all[jid[a]][:, None] + np.arange(4)])
         gax = gear[a, :3]
         inpar = (trn[a] == TrnType.JOINTINPARENT)[:, None]
-        gax = jp.where(inpar, math.rotate(gax, math.quat_conj(q)), gax)
+        gax = where(inpar, math.rotate(gax, math.quat_conj(q)), gax)
         length = length.at[a].set(jp.sum(math.quat_to_vel(q) * gax, -1))
         moment = moment.at[a[:, None], dadr_all[jid[a]][:, None] + np.arange(3)].set(gax)
 
@@ -487,7 +488,7 @@ def transmission(m: Model, d: Data) -> Data:
         q = math.quat_normalize(d.qpos[qadr_all[jid[a]][:, None] + 3 + np.arange(4)])
         gax = gear[a, 3:]
         inpar = (trn[a] == TrnType.JOINTINPARENT)[:, None]
-        gax = jp.where(inpar, math.rotate(gax, math.quat_conj(q)), gax)
+        gax = where(inpar, math.rotate(gax, math.quat_conj(q)), gax)
         full = jp.concatenate([gear[a, :3], gax], axis=-1)
         moment = moment.at[a[:, None], dadr_all[jid[a]][:, None] + np.arange(6)].set(full)
 
@@ -541,11 +542,11 @@ def transmission(m: Model, d: Data) -> Data:
         av = jp.sum(vec * axis, -1)
         det = av * av + rod * rod - jp.sum(vec * vec, -1)
         ok = det > 0
-        sdet = jp.sqrt(jp.where(ok, det, 1.0))
-        ln = jp.where(ok, av - sdet, av)
-        fac = jp.where(ok, 1.0 - av / sdet, 1.0)[:, None]
-        dldv = jp.where(ok[:, None], axis * fac + vec / sdet[:, None], axis)
-        dlda = jp.where(ok[:, None], vec * fac, vec)
+        sdet = jp.sqrt(where(ok, det, 1.0))
+        ln = where(ok, av - sdet, av)
+        fac = where(ok, 1.0 - av / sdet, 1.0)[:, None]
+        dldv = where(ok[:, None], axis * fac + vec / sdet[:, None], axis)
+        dlda = where(ok[:, None], vec * fac, vec)
         jps, _ = jac(m, d, d.site_xpos[s], np.asarray(m.site_bodyid)[s])
         jpl, jrl = jac(m, d, d.site_xpos[sl], np.asarray(m.site_bodyid)[sl])
         # d(axis)/dq: rotational Jacobian columns crossed with the axis
@@ -577,7 +578,7 @@ def _body_moment(m: Model, d: Data, con, bodies: np.ndarray) -> jax.Array:
     body = jp.asarray(bodies)[:, None, None]
     touch = real[None] & jp.any(cb[None] == body, axis=-1)  # (na, ncon)
     count = jp.sum(touch, axis=-1, keepdims=True)
-    tot = jp.where(touch, 1.0, 0.0).astype(jn.dtype) @ jn
+    tot = where(touch, 1.0, 0.0).astype(jn.dtype) @ jn
     return -tot / jp.maximum(count, 1).astype(jn.dtype)
 
 
@@ -606,7 +607,7 @@ def com_vel(m: Model, d: Data) -> Data:
     cdof_dot = math.motion_cross(before, d.cdof)
     # free translations have zero cdof_dot by convention
     free_t = ((jtype == JointType.FREE) & (k < 3))[:, None]
-    cdof_dot = jp.where(free_t, 0.0, cdof_dot)
+    cdof_dot = where(free_t, 0.0, cdof_dot)
     return d.replace(cvel=cvel, cdof_dot=cdof_dot)
 
 
@@ -647,7 +648,7 @@ def subtree_vel(m: Model, d: Data) -> Data:
     # body's translational momentum about its subtree com
     dx = d.xipos - d.subtree_com
     dp = (bvel[:, 3:] - linvel) * mass[:, None]
-    own = own + jp.where((np.arange(m.nbody) > 0)[:, None], math.cross(dx, dp), 0.0)
+    own = own + where((np.arange(m.nbody) > 0)[:, None], math.cross(dx, dp), 0.0)
     # each child subtree's momentum about the parent's subtree com
     dxc = d.subtree_com - d.subtree_com[parent]
     dvc = (linvel - linvel[parent]) * smass[:, None]
@@ -699,7 +700,7 @@ def _equality_wrenches(m: Model, d: Data, plan) -> tuple[list, list, list]:
         f = d.efc_force[rows]
         torque = jp.zeros_like(f[:, :3])
         if etype == EqType.WELD:
-            q0 = jp.where(site[:, None], quats[0], math.quat_mul(quats[0], data[:, 6:10]))
+            q0 = where(site[:, None], quats[0], math.quat_mul(quats[0], data[:, 6:10]))
             amat = _weld_torque_map(math.quat_conj(quats[1]), q0)
             torque = 0.5 * data[:, 10:11] * jp.einsum("nij,ni->nj", amat, f[:, 3:])
         w = jp.concatenate([torque, f[:, :3]], 1)
@@ -759,9 +760,9 @@ def rne_post_constraint(m: Model, d: Data) -> Data:
         gb = jp.asarray(np.asarray(m.geom_bodyid))
         for side, sign in ((0, -1.0), (1, 1.0)):
             g = con.geom[:, side]
-            wrenches.append(jp.where((g >= 0)[:, None], sign * w, 0.0))
+            wrenches.append(where((g >= 0)[:, None], sign * w, 0.0))
             points.append(con.pos)
-            owners.append(jp.where(g >= 0, gb[jp.maximum(g, 0)], 0))
+            owners.append(where(g >= 0, gb[jp.maximum(g, 0)], 0))
     ew, ep, eb = _equality_wrenches(m, d, constraint.row_plan(m, 0))
     wrenches += ew
     points += ep
@@ -778,7 +779,7 @@ def rne_post_constraint(m: Model, d: Data) -> Data:
         com = d.subtree_com[jp.asarray(root)[b]]
         w = math.transform_force(w, com, jp.concatenate(points))
         # the world body receives no external force
-        w = jp.where((b > 0)[:, None], w, 0.0)
+        w = where((b > 0)[:, None], w, 0.0)
         ext = ext + jax.ops.segment_sum(w, b, num_segments=nb)
 
     root_acc = jp.zeros(6, dtype)

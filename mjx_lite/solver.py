@@ -52,6 +52,7 @@ from mjx_lite.constraint import (
     contact_mu,
 )
 from mjx_lite.dataclasses import PyTreeNode
+from mjx_lite.math import where
 from mjx_lite.types import NISLAND, Data, DisableBit, Model, SolverType
 
 __all__ = ["solve", "residual", "hessian", "inverse_constraint", "Context",
@@ -107,7 +108,7 @@ def _cone(m: Model, d: Data, p: RowPlan) -> _Cone | None:
 
 def _safe_sqrt(x):
     pos = x > 0
-    return jp.where(pos, jp.sqrt(jp.where(pos, x, 1.0)), 0.0)
+    return where(pos, jp.sqrt(where(pos, x, 1.0)), 0.0)
 
 
 def _row_update(m: Model, d: Data, p: RowPlan, cone: _Cone | None, jar: jax.Array):
@@ -134,13 +135,13 @@ def _row_update(m: Model, d: Data, p: RowPlan, cone: _Cone | None, jar: jax.Arra
     quad = checkpoint_name(quad, "efc_quad")
     lin_neg = checkpoint_name(lin_neg, "efc_linneg")
     lin_pos = checkpoint_name(lin_pos, "efc_linpos")
-    force = jp.where(quad, -dd * jar, 0.0)
-    force = jp.where(lin_neg, floss, jp.where(lin_pos, -floss, force))
-    cost_rows = jp.where(quad, 0.5 * dd * jar * jar, 0.0)
-    cost_rows += jp.where(lin_neg, -0.5 * r * floss * floss - floss * jar, 0.0)
-    cost_rows += jp.where(lin_pos, -0.5 * r * floss * floss + floss * jar, 0.0)
-    state = jp.where(quad, QUADRATIC, SATISFIED)
-    state = jp.where(lin_neg, LINEARNEG, jp.where(lin_pos, LINEARPOS, state))
+    force = where(quad, -dd * jar, 0.0)
+    force = where(lin_neg, floss, where(lin_pos, -floss, force))
+    cost_rows = where(quad, 0.5 * dd * jar * jar, 0.0)
+    cost_rows += where(lin_neg, -0.5 * r * floss * floss - floss * jar, 0.0)
+    cost_rows += where(lin_pos, -0.5 * r * floss * floss + floss * jar, 0.0)
+    state = where(quad, QUADRATIC, SATISFIED)
+    state = where(lin_neg, LINEARNEG, where(lin_pos, LINEARPOS, state))
     middle = None
     hcone = None
     if cone is not None:
@@ -159,26 +160,26 @@ def _row_update(m: Model, d: Data, p: RowPlan, cone: _Cone | None, jar: jax.Arra
         dm = cone.d0 / (mu * mu * (1 + mu * mu))
         nmt = u0 - mu * t
         f0 = -dm * nmt * mu
-        tsafe = jp.where(middle, t, 1.0)
+        tsafe = where(middle, t, 1.0)
         ft = -(f0 / tsafe)[:, None] * ut * fr
         dc = dd[s0:].reshape(p.ncon, w)
         fmid = jp.concatenate([f0[:, None], ft], 1)
         fbot = -dc * jc
-        fc = jp.where(middle[:, None], fmid, jp.where(bottom[:, None], fbot, 0.0))
-        cc = jp.where(middle, 0.5 * dm * nmt * nmt,
-                      jp.where(bottom, 0.5 * jp.sum(dc * jc * jc, -1), 0.0))
-        sc = jp.where(middle, CONE, jp.where(bottom, QUADRATIC, SATISFIED))
+        fc = where(middle[:, None], fmid, where(bottom[:, None], fbot, 0.0))
+        cc = where(middle, 0.5 * dm * nmt * nmt,
+                      where(bottom, 0.5 * jp.sum(dc * jc * jc, -1), 0.0))
+        sc = where(middle, CONE, where(bottom, QUADRATIC, SATISFIED))
         sel = conerow[:, None]
-        force = force.at[s0:].set(jp.where(sel, fc, force[s0:].reshape(p.ncon, w)).ravel())
+        force = force.at[s0:].set(where(sel, fc, force[s0:].reshape(p.ncon, w)).ravel())
         crow = cost_rows[s0:].reshape(p.ncon, w)
-        crow = jp.where(sel, jp.zeros_like(crow).at[:, 0].set(cc), crow)
+        crow = where(sel, jp.zeros_like(crow).at[:, 0].set(cc), crow)
         cost_rows = cost_rows.at[s0:].set(crow.ravel())
         state = state.at[s0:].set(
-            jp.where(sel, sc[:, None], state[s0:].reshape(p.ncon, w)).ravel())
-        quad = quad.at[s0:].set(jp.where(sel, bottom[:, None],
+            where(sel, sc[:, None], state[s0:].reshape(p.ncon, w)).ravel())
+        quad = quad.at[s0:].set(where(sel, bottom[:, None],
                                          quad[s0:].reshape(p.ncon, w)).ravel())
         hcone = (u0, ut, t, dm)
-    state = jp.where(d.efc_active, state, SATISFIED)
+    state = where(d.efc_active, state, SATISFIED)
     return force, state, cost_rows, quad, middle, hcone
 
 
@@ -187,7 +188,7 @@ def _cone_hessian(cone: _Cone, middle, hcone):
     u0, ut, t, dm = hcone
     mu, fr = cone.mu, cone.friction
     w = ut.shape[1] + 1
-    tsafe = jp.where(middle, t, 1.0)
+    tsafe = where(middle, t, 1.0)
     h = jp.zeros((ut.shape[0], w, w), ut.dtype)
     h = h.at[:, 0, 0].set(1.0)
     h = h.at[:, 0, 1:].set(-(mu / tsafe)[:, None] * ut)
@@ -198,11 +199,11 @@ def _cone_hessian(cone: _Cone, middle, hcone):
     # back from U = diag(mu, friction) jar coordinates, scaled by the middle-zone weight
     scl = jp.concatenate([mu[:, None], fr], 1)
     h = h * scl[:, :, None] * scl[:, None, :] * dm[:, None, None]
-    return jp.where(middle[:, None, None], h, 0.0)
+    return where(middle[:, None, None], h, 0.0)
 
 
 def _hessian(m: Model, d: Data, p: RowPlan, cone, quad, middle, hcone):
-    jq = d.efc_J * jp.where(quad, d.efc_D, 0.0)[:, None]
+    jq = d.efc_J * where(quad, d.efc_D, 0.0)[:, None]
     h = d.qM + d.efc_J.T @ jq
     if cone is not None:
         s0 = p.ne + p.nf + p.nl
@@ -321,7 +322,7 @@ def _linesearch(m, d, p, cone, isl: _Islands, ctx: Context, differentiated: bool
         _, _, slope, curvature = _point(m, d, p, cone, isl, ctx, v, mv)(alpha)
         snorm = _safe_sqrt((ctx.search * ctx.search) @ isl.dof)
         ok = (snorm >= _MINVAL) & (alpha != 0) & (curvature > _MINVAL)
-        return jp.where(ok, -slope / jp.where(ok, curvature, 1.0), 0.0)
+        return where(ok, -slope / where(ok, curvature, 1.0), 0.0)
 
     # a custom_jvp so that the forward pass does not evaluate the correction at all
     @jax.custom_jvp
@@ -351,7 +352,7 @@ def _point(m, d, p, cone, isl: _Islands, ctx: Context, v, mv):
         ones = jp.ones_like(alpha)
         first = lambda a: jax.jvp(cost1, (a,), (ones,))  # noqa: E731
         (cost, d1), (_, d2) = jax.jvp(first, (alpha,), (ones,))
-        return alpha, cost, d1, jp.where(d2 > 0, d2, _MINVAL)
+        return alpha, cost, d1, where(d2 > 0, d2, _MINVAL)
 
     return point
 
@@ -382,7 +383,7 @@ def _search(m, d, p, cone, isl: _Islands, ctx: Context, v, mv):
         return pt[0] - pt[2] / pt[3]
 
     def pick(c, a, b):
-        return tuple(jp.where(c, x, y) for x, y in zip(a, b))
+        return tuple(where(c, x, y) for x, y in zip(a, b))
 
     k = isl.scale.shape[0]
     dtype = ctx.qacc.dtype
@@ -394,11 +395,11 @@ def _search(m, d, p, cone, isl: _Islands, ctx: Context, v, mv):
     # MuJoCo 4.0 keeps this first Newton point even where it costs more than 0 (measured: the
     # public 3.x source falls back to 0 there, and 4.0's step and neval differ from that)
     p1 = point(newton(p0))
-    direction = jp.where(p1[2] < 0, 1.0, -1.0)
+    direction = where(p1[2] < 0, 1.0, -1.0)
     start_done = (jp.abs(p1[2]) < gtol) | (snorm < _MINVAL)
-    phase = jp.where(start_done, done, one_sided).astype(jp.int32)
+    phase = where(start_done, done, one_sided).astype(jp.int32)
     st = dict(p1=p1, p2=p1, p1n=p1, p2n=p1, phase=phase,
-              alpha=jp.where(snorm < _MINVAL, 0.0, p1[0]), p2set=jp.zeros(k, bool),
+              alpha=where(snorm < _MINVAL, 0.0, p1[0]), p2set=jp.zeros(k, bool),
               pending2=jp.zeros(k, bool), lsiter=jp.full(k, 2, jp.int32))
 
     def update(end, cands):
@@ -413,8 +414,8 @@ def _search(m, d, p, cone, isl: _Islands, ctx: Context, v, mv):
 
     def body(st):
         ph, p1, p2, n = st["phase"], st["p1"], st["p2"], st["lsiter"]
-        at = jp.where(ph == midpoint, 0.5 * (p1[0] + p2[0]),
-                      jp.where(ph == next2, newton(p2), newton(p1)))
+        at = where(ph == midpoint, 0.5 * (p1[0] + p2[0]),
+                      where(ph == next2, newton(p2), newton(p1)))
         new = point(at)
         outs = {}
 
@@ -424,10 +425,10 @@ def _search(m, d, p, cone, isl: _Islands, ctx: Context, v, mv):
         outs[one_sided] = dict(
             p1=pick(going, new, p1), p2=pick(going, p1, p2), p2set=st["p2set"] | going,
             p1n=pick(going, st["p1n"], new), p2n=pick(going, st["p2n"], p1),
-            phase=jp.where(going, jp.where(jp.abs(new[2]) < gtol, done, one_sided),
-                           jp.where(give_up, done, midpoint)),
-            alpha=jp.where(going, new[0], p1[0]),
-            lsiter=jp.where(going | ~give_up, n + 1, n))
+            phase=where(going, where(jp.abs(new[2]) < gtol, done, one_sided),
+                           where(give_up, done, midpoint)),
+            alpha=where(going, new[0], p1[0]),
+            lsiter=where(going | ~give_up, n + 1, n))
 
         # bracketed search: the midpoint, convergence among the candidates, bracket updates
         cands = (st["p1n"], st["p2n"], new)
@@ -442,16 +443,16 @@ def _search(m, d, p, cone, isl: _Islands, ctx: Context, v, mv):
         # out of budget: the cheaper bracket end if it improves on 0, else no step
         end1 = (p1[1] <= p2[1]) & (p1[1] < p0[1])
         end2 = ~end1 & (p2[1] <= p1[1]) & (p2[1] < p0[1])
-        final = jp.where(end1, p1[0], jp.where(end2, p2[0], 0.0))
+        final = where(end1, p1[0], where(end2, p2[0], 0.0))
         outs[midpoint] = dict(
             p1=pick(out_of_budget | found, p1, q1), p2=pick(out_of_budget | found, p2, q2),
             pending2=moved1 & moved2,
-            phase=jp.where(out_of_budget | found, done, jp.where(
-                moved1, next1, jp.where(moved2, next2, done))),
-            alpha=jp.where(out_of_budget, final, jp.where(found, best[0], new[0])),
-            lsiter=jp.where(out_of_budget, n, n + 1))
+            phase=where(out_of_budget | found, done, where(
+                moved1, next1, where(moved2, next2, done))),
+            alpha=where(out_of_budget, final, where(found, best[0], new[0])),
+            lsiter=where(out_of_budget, n, n + 1))
         outs[next1] = dict(p1n=new, lsiter=n + 1,
-                           phase=jp.where(st["pending2"], next2, midpoint))
+                           phase=where(st["pending2"], next2, midpoint))
         outs[next2] = dict(p2n=new, lsiter=n + 1, phase=jp.full(k, midpoint, jp.int32))
 
         merged = dict(st)
@@ -459,7 +460,7 @@ def _search(m, d, p, cone, isl: _Islands, ctx: Context, v, mv):
             sel = ph == phase_id
             for key, val in out.items():
                 merged[key] = jax.tree_util.tree_map(
-                    lambda a, b, sel=sel: jp.where(sel, a, b), val, merged[key])
+                    lambda a, b, sel=sel: where(sel, a, b), val, merged[key])
         return merged
 
     # every step evaluates one point; the searches themselves stop MuJoCo's way
@@ -512,22 +513,22 @@ def _cost_change(m, d, p, cone, isl: _Islands, ctx: Context, alpha, v, mv, jar):
 
     def zone(x):  # friction loss: -1, 0, 1 for linear negative, quadratic, linear positive
         lin = is_fr & (floss > 0)
-        return jp.where(lin & (x <= -bound), -1, jp.where(lin & (x >= bound), 1, 0))
+        return where(lin & (x <= -bound), -1, where(lin & (x >= bound), 1, 0))
 
     def scalar_cost(x, z):
         quad = is_eq | (is_fr & (z == 0)) | (~is_eq & ~is_fr & (x < 0))
-        return jp.where(quad, 0.5 * dd * x * x, z * floss * x - jp.abs(z) * 0.5 * r * floss**2)
+        return where(quad, 0.5 * dd * x * x, z * floss * x - jp.abs(z) * 0.5 * r * floss**2)
 
     z0, z1 = zone(x0), zone(jar)
-    same = jp.where(is_eq, True, jp.where(is_fr, z0 == z1, (x0 < 0) == (jar < 0)))
-    kept = jp.where(is_fr & (z0 != 0), z0 * floss * dx,
-                    jp.where(is_eq | is_fr | (x0 < 0), quad_change, 0.0))
-    rows = jp.where(same, kept, scalar_cost(jar, z1) - scalar_cost(x0, z0))
+    same = where(is_eq, True, where(is_fr, z0 == z1, (x0 < 0) == (jar < 0)))
+    kept = where(is_fr & (z0 != 0), z0 * floss * dx,
+                    where(is_eq | is_fr | (x0 < 0), quad_change, 0.0))
+    rows = where(same, kept, scalar_cost(jar, z1) - scalar_cost(x0, z0))
     if cone is not None:
         is_cone = d.efc_type == CONTACT_ELLIPTIC
         direct = _row_update(m, d, p, cone, jar)[2] - _row_update(m, d, p, cone, x0)[2]
-        rows = jp.where(is_cone, direct, rows)
-    rows = jp.where(d.efc_active, rows, 0.0)
+        rows = where(is_cone, direct, rows)
+    rows = where(d.efc_active, rows, 0.0)
     return gauss + rows @ isl.efc
 
 
@@ -548,9 +549,9 @@ def _primal_step(m, d, p, cone, isl: _Islands, newton: bool, differentiated: boo
     noise_dof = (isl.dof @ noise.astype(dq.dtype)) > 0.5
     noise_efc = (isl.efc @ noise.astype(dq.dtype)) > 0.5
     sg = jax.lax.stop_gradient
-    qacc = ctx.qacc + jp.where(noise_dof, sg(dq), dq)
-    ma = ctx.Ma + jp.where(noise_dof, sg(dma), dma)
-    jar = ctx.jar + jp.where(noise_efc, sg(djar), djar)
+    qacc = ctx.qacc + where(noise_dof, sg(dq), dq)
+    ma = ctx.Ma + where(noise_dof, sg(dma), dma)
+    jar = ctx.jar + where(noise_efc, sg(djar), djar)
     improvement = -isl.scale * _cost_change(m, d, p, cone, isl, ctx, alpha, v, mv, jar)
     tol = m.opt.tolerance
     stalled = alpha == 0
@@ -573,10 +574,10 @@ def _primal_step(m, d, p, cone, isl: _Islands, newton: bool, differentiated: boo
         y, my = grad - ctx.grad, mgrad - ctx.Mgrad
         dy = (ctx.search * y) @ isl.dof
         dy_ok = jp.abs(dy) > 1e-30
-        dys = jp.where(dy_ok, dy, 1.0)
+        dys = where(dy_ok, dy, 1.0)
         beta = ((my * grad) @ isl.dof
                 - 2 * ((y * my) @ isl.dof) * ((ctx.search * grad) @ isl.dof) / dys) / dys
-        beta = jp.where(dy_ok, jp.maximum(beta, 0.0), 0.0)
+        beta = where(dy_ok, jp.maximum(beta, 0.0), 0.0)
         search = -mgrad + (isl.dof @ beta) * ctx.search
     done = stops(grad)
     if newton:
@@ -593,7 +594,7 @@ def _primal_step(m, d, p, cone, isl: _Islands, newton: bool, differentiated: boo
     keep_efc = (isl.efc @ running) < 0.5
     keep = Context(qacc=keep_dof, Ma=keep_dof, jar=keep_efc, cost=frozen, grad=keep_dof,
                    Mgrad=keep_dof, search=keep_dof, done=ctx.done, niter=frozen)
-    return jax.tree_util.tree_map(lambda k, o, n: jp.where(k, o, n), keep, ctx, new)
+    return jax.tree_util.tree_map(lambda k, o, n: where(k, o, n), keep, ctx, new)
 
 
 def _init(m: Model, d: Data, p: RowPlan, cone, isl: _Islands, newton: bool) -> Context:
@@ -610,10 +611,10 @@ def _init(m: Model, d: Data, p: RowPlan, cone, isl: _Islands, newton: bool) -> C
         cw = (0.5 * jp.dot(qw - d.qacc_smooth, maw - d.qfrc_smooth)
               + jp.sum(_row_update(m, d, p, cone, jarw)[2]))
         cs = jp.sum(_row_update(m, d, p, cone, d.efc_J @ d.qacc_smooth - d.efc_aref)[2])
-        qacc = jp.where(cw < cs, qw, d.qacc_smooth)
+        qacc = where(cw < cs, qw, d.qacc_smooth)
     if island.islands_enabled(m):
         # dofs in no island are unconstrained: qacc_smooth
-        qacc = jp.where(jp.sum(isl.dof, 1) > 0, qacc, d.qacc_smooth)
+        qacc = where(jp.sum(isl.dof, 1) > 0, qacc, d.qacc_smooth)
     qacc, ma, jar = at(qacc)
     cost, grad, mgrad = _evaluate(m, d, p, cone, isl, qacc, ma, jar, newton)
     # duality-gap certificate (MuJoCo 4.0): 0.5 g' M^-1 g bounds the suboptimality
@@ -715,9 +716,9 @@ def _qcqp(a, b, d, r, mask):
     n = b.shape[0]
     eye = jp.eye(n, dtype=b.dtype)
     m2 = mask[:, None] & mask[None, :]
-    ds = jp.where(mask, d, 1.0)
-    bs = jp.where(mask, b * ds, 0.0)
-    As = jp.where(m2, a * ds[:, None] * ds[None, :], eye)
+    ds = where(mask, d, 1.0)
+    bs = where(mask, b * ds, 0.0)
+    As = where(m2, a * ds[:, None] * ds[None, :], eye)
     small = jp.sum(mask) <= 3  # 2 and 3 friction dims test the determinant, more the pivots
 
     def body(carry, _):
@@ -725,16 +726,16 @@ def _qcqp(a, b, d, r, mask):
         ala = As + la * jp.diag(mask.astype(b.dtype))
         chol = linalg.cholesky(ala)
         piv = jp.diagonal(chol) ** 2
-        bad = jp.where(small, jp.prod(piv) < 1e-10, jp.any(piv < 1e-10))
+        bad = where(small, jp.prod(piv) < 1e-10, jp.any(piv < 1e-10))
         bad = bad | ~jp.all(jp.isfinite(piv))
-        chol = jp.where(bad, eye, chol)
+        chol = where(bad, eye, chol)
         vv = -linalg.cho_solve(chol, bs)
         val = vv @ vv - r * r
         deriv = -2.0 * vv @ linalg.cho_solve(chol, vv)
-        delta = -val / jp.where(deriv != 0, deriv, -1.0)
+        delta = -val / where(deriv != 0, deriv, -1.0)
         stop = bad | (val < 1e-10) | (delta < 1e-10)
-        new = (jp.where(stop, la, la + delta), jp.where(bad, 0.0, vv), done | stop, bad)
-        return jax.tree_util.tree_map(lambda o, x: jp.where(done, o, x), carry, new), None
+        new = (where(stop, la, la + delta), where(bad, 0.0, vv), done | stop, bad)
+        return jax.tree_util.tree_map(lambda o, x: where(done, o, x), carry, new), None
 
     init = (jp.zeros((), b.dtype), jp.zeros_like(b), jp.asarray(False), jp.asarray(False))
     (la, v, _, fail), _ = jax.lax.scan(body, init, None, length=_QCQP_ITERATIONS)
@@ -763,8 +764,8 @@ def _dual_project(p: RowPlan, d: Data, dual: _Dual, f):
     is_cone = jp.zeros(p.nefc, bool)
     if p.elliptic and p.nc:
         is_cone = d.efc_type == CONTACT_ELLIPTIC
-    out = jp.where(is_fr, jp.clip(f, -floss, floss), f)
-    out = jp.where((idx >= p.ne + p.nf) & ~is_cone, jp.maximum(out, 0.0), out)
+    out = where(is_fr, jp.clip(f, -floss, floss), f)
+    out = where((idx >= p.ne + p.nf) & ~is_cone, jp.maximum(out, 0.0), out)
     if p.elliptic and p.nc:
         s0, w = p.ne + p.nf + p.nl, p.width
         fc = out[s0:].reshape(p.ncon, w)
@@ -772,12 +773,12 @@ def _dual_project(p: RowPlan, d: Data, dual: _Dual, f):
         act = dual.act[s0:].reshape(p.ncon, w)[:, 1:]
         mu = dual.friction
         f0 = fc[:, 0]
-        s = jp.sum(jp.where(act, fc[:, 1:] ** 2 / mu**2, 0.0), -1)
+        s = jp.sum(where(act, fc[:, 1:] ** 2 / mu**2, 0.0), -1)
         shrink = _safe_sqrt(f0 * f0 / jp.maximum(_MINVAL, s))
-        ft = jp.where((s > f0 * f0)[:, None], fc[:, 1:] * shrink[:, None], fc[:, 1:])
+        ft = where((s > f0 * f0)[:, None], fc[:, 1:] * shrink[:, None], fc[:, 1:])
         blk = jp.concatenate([f0[:, None], ft], 1)
-        blk = jp.where((f0 < 0)[:, None], 0.0, blk)
-        fc = jp.where(cone[:, None], blk, fc)
+        blk = where((f0 < 0)[:, None], 0.0, blk)
+        fc = where(cone[:, None], blk, fc)
         out = out.at[s0:].set(fc.ravel())
     return out
 
@@ -786,16 +787,16 @@ def _scalar_update(p: RowPlan, d: Data, dual: _Dual, f, i):
     """Exact minimization along row i, projected: (forces, dual cost change)."""
     res = dual.ar[i] @ f + dual.b[i]
     a = dual.ar[i, i]
-    a = jp.where(a > 0, a, 1.0)  # padding visits (masked by the caller) keep finite tangents
+    a = where(a > 0, a, 1.0)  # padding visits (masked by the caller) keep finite tangents
     floss = d.efc_frictionloss[i]
     fi = f[i] - res / a
     is_fr = (i >= p.ne) & (i < p.ne + p.nf)
-    fi = jp.where(is_fr, jp.clip(fi, -floss, floss), fi)
-    fi = jp.where(i >= p.ne + p.nf, jp.maximum(fi, 0.0), fi)
+    fi = where(is_fr, jp.clip(fi, -floss, floss), fi)
+    fi = where(i >= p.ne + p.nf, jp.maximum(fi, 0.0), fi)
     delta = fi - f[i]
     change = 0.5 * delta * delta * a + delta * res
     keep = change <= _REVERT
-    return f.at[i].set(jp.where(keep, fi, f[i])), jp.where(keep, change, 0.0)
+    return f.at[i].set(where(keep, fi, f[i])), where(keep, change, 0.0)
 
 
 def _cone_update(p: RowPlan, dual: _Dual, f, unit):
@@ -807,30 +808,30 @@ def _cone_update(p: RowPlan, dual: _Dual, f, unit):
     rows = start + jp.arange(w)
     mask = dual.act[rows]
     m2 = mask[:, None] & mask[None, :]
-    a = jp.where(m2, dual.ar[rows][:, rows], 0.0)
-    res = jp.where(mask, dual.ar[rows] @ f + dual.b[rows], 0.0)
-    old = jp.where(mask, f[rows], 0.0)
+    a = where(m2, dual.ar[rows][:, rows], 0.0)
+    res = where(mask, dual.ar[rows] @ f + dual.b[rows], 0.0)
+    old = where(mask, f[rows], 0.0)
     mu = dual.friction[unit - (dual.unit_start.shape[0] - p.ncon)]
     # normal force near zero: a plain normal update; otherwise the ray update
-    f0n = jp.maximum(old[0] - res[0] / jp.where(a[0, 0] > 0, a[0, 0], 1.0), 0.0)
+    f0n = jp.maximum(old[0] - res[0] / where(a[0, 0] > 0, a[0, 0], 1.0), 0.0)
     low = jp.zeros_like(old).at[0].set(f0n)
     den = old @ a @ old
-    x = -(old @ res) / jp.where(den >= _MINVAL, den, 1.0)
-    x = jp.where(old[0] + x * old[0] < 0, -old[0] / jp.where(old[0] != 0, old[0], 1.0), x)
-    ray = jp.where(den >= _MINVAL, old + x * old, old)
-    new = jp.where(old[0] < _MINVAL, low, ray)
+    x = -(old @ res) / where(den >= _MINVAL, den, 1.0)
+    x = where(old[0] + x * old[0] < 0, -old[0] / where(old[0] != 0, old[0], 1.0), x)
+    ray = where(den >= _MINVAL, old + x * old, old)
+    new = where(old[0] < _MINVAL, low, ray)
     # friction with the normal force fixed
     fn = new[0]
     bc = res[1:] - a[1:, 1:] @ old[1:] + a[1:, 0] * (fn - old[0])
     v, on = _qcqp(a[1:, 1:], bc, mu, fn, mask[1:])
-    s = jp.sum(jp.where(mask[1:], v * v / mu**2, 0.0))
-    v = jp.where(on, v * _safe_sqrt(fn * fn / jp.maximum(_MINVAL, s)), v)
-    new = new.at[1:].set(jp.where(fn < _MINVAL, 0.0, jp.where(mask[1:], v, 0.0)))
+    s = jp.sum(where(mask[1:], v * v / mu**2, 0.0))
+    v = where(on, v * _safe_sqrt(fn * fn / jp.maximum(_MINVAL, s)), v)
+    new = new.at[1:].set(where(fn < _MINVAL, 0.0, where(mask[1:], v, 0.0)))
     delta = new - old
     change = 0.5 * delta @ a @ delta + delta @ res
     keep = change <= _REVERT
-    blk = jp.where(keep, new, old)
-    return f.at[rows].set(jp.where(mask, blk, f[rows])), jp.where(keep, change, 0.0)
+    blk = where(keep, new, old)
+    return f.at[rows].set(where(mask, blk, f[rows])), where(keep, change, 0.0)
 
 
 def _contact_order(m: Model, d: Data, p: RowPlan) -> jax.Array:
@@ -849,7 +850,7 @@ def _contact_order(m: Model, d: Data, p: RowPlan) -> jax.Array:
     g = d.contact.geom
     key = jp.minimum(g[:, 0], g[:, 1]) * ngeom + jp.maximum(g[:, 0], g[:, 1])
     at = jp.clip(jp.searchsorted(skeys, key), 0, skeys.shape[0] - 1)
-    rank = jp.where(skeys[at] == key, srank[at], len(cand))
+    rank = where(skeys[at] == key, srank[at], len(cand))
     slot_key = rank * p.ncon + jp.arange(p.ncon)
     return jp.argsort(jp.argsort(slot_key)).astype(jp.int32)
 
@@ -905,7 +906,7 @@ def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
         within = jp.asarray(np.arange(nunit - s0) % per_slot, jp.int32)
         slot = (np.arange(nunit - s0) // per_slot).astype(np.int32)
         unit_key = unit_key.at[s0:].set(s0 + rank[slot] * per_slot + within)
-    unit_key = jp.where(unit_active, unit_island, nisl) * (2 * nunit) + unit_key
+    unit_key = where(unit_active, unit_island, nisl) * (2 * nunit) + unit_key
     active_units = jp.argsort(unit_key).astype(jp.int32)
     nactive = jax.ops.segment_sum(unit_active.astype(jp.int32), unit_island, nisl)
     ends = jp.cumsum(nactive)
@@ -918,7 +919,7 @@ def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
     if not m.opt.disableflags & DisableBit.WARMSTART:
         jar = d.efc_J @ d.qacc_warmstart - d.efc_aref
         fw = _row_update(m, d, p, _cone(m, d, p), jar)[0]
-        f0 = jp.where(dual_cost(fw) < 0.0, fw, f0)
+        f0 = where(dual_cost(fw) < 0.0, fw, f0)
 
     def sweep(carry):
         f, prev, k, perm, rng, done, it = carry
@@ -926,8 +927,8 @@ def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
         beta = (k - 1).astype(b.dtype) / (k + 2).astype(b.dtype)
         extrapolate = ((it > 0) & (beta > 0))[row_island]
         y = f + beta[row_island] * (f - prev)
-        y = jp.where(extrapolate, _dual_project(p, d, dual, y), f)
-        y = jp.where(act, y, 0.0)
+        y = where(extrapolate, _dual_project(p, d, dual, y), f)
+        y = where(act, y, 0.0)
         perm, rng = jax.vmap(_shuffle)(perm, rng, nactive)
 
         def visit(carry, q):
@@ -942,7 +943,7 @@ def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
             else:
                 fn, change = _scalar_update(p, d, dual, f, dual.unit_start[unit])
             ok = (q < ends[-1]) & ~done[i]
-            return (jp.where(ok, fn, f), improvement.at[i].add(-jp.where(ok, change, 0.0))), None
+            return (where(ok, fn, f), improvement.at[i].add(-where(ok, change, 0.0))), None
 
         init = (y, jp.zeros(nisl, b.dtype))
         if loop == "early_exit":
@@ -953,14 +954,14 @@ def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
             (fn, improvement), _ = jax.lax.scan(visit, init, jp.arange(nunit))
         # adaptive restart: the step from y goes against the extrapolation y - x_k
         restart = ((fn - y) * (y - f)) @ isl.efc < 0
-        kn = jp.where(restart, 0, k + 1)
+        kn = where(restart, 0, k + 1)
         conv = isl.scale * improvement < m.opt.tolerance
         new = (fn, f, kn, perm, rng, done | conv, it + 1)
         # converged islands keep their forces and counters
         keep_row = done[row_island]
-        return (jp.where(keep_row, f, fn), jp.where(keep_row, prev, f)) + tuple(
+        return (where(keep_row, f, fn), where(keep_row, prev, f)) + tuple(
             jax.tree_util.tree_map(
-                lambda o, x: jp.where(done.reshape(done.shape + (1,) * (o.ndim - 1)), o, x),
+                lambda o, x: where(done.reshape(done.shape + (1,) * (o.ndim - 1)), o, x),
                 carry[2:], new[2:]))
 
     # every island shuffles with its own generator, seeded alike

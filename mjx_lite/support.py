@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite.math import where
 from mjx_lite.smooth import jac, mul_m, solve_m
 from mjx_lite.types import Data, DisableBit, Model, ObjType
 
@@ -96,16 +97,16 @@ def contact_force(m: Model, d: Data, i) -> jax.Array:
     j = np.arange(6)
     if p.elliptic:
         out = jp.zeros(6, dtype).at[:w].set(f)
-        out = jp.where(j < dim, out, 0.0)
+        out = where(j < dim, out, 0.0)
     else:
         mu = jp.maximum(MINMU, con.friction[i])
         k = np.arange(w // 2)
         edge = f[: 2 * k.size].reshape(-1, 2)
-        fric = jp.where(k + 1 < dim, (edge[:, 0] - edge[:, 1]) * mu[k], 0.0)
-        normal = jp.where(dim > 1, jp.sum(jp.where(np.arange(w) < 2 * (dim - 1), f, 0.0)),
+        fric = where(k + 1 < dim, (edge[:, 0] - edge[:, 1]) * mu[k], 0.0)
+        normal = where(dim > 1, jp.sum(where(np.arange(w) < 2 * (dim - 1), f, 0.0)),
                           f[0])
         out = jp.zeros(6, dtype).at[0].set(normal).at[1:1 + k.size].set(fric)
-    return jp.where(adr >= 0, out, 0.0)
+    return where(adr >= 0, out, 0.0)
 
 
 # ------------------------------------------------------------------------------------------
@@ -149,7 +150,7 @@ def reset_where(m: Model, d: Data, bad: jax.Array, warning: int) -> Data:
     if m.opt.disableflags & DisableBit.AUTORESET:
         return d.replace(warning_count=d.warning_count.at[warning].add(bad.astype(jp.int32)))
     fresh = reset_data(m, d, warning)
-    return jax.tree.map(lambda new, cur: jp.where(bad, new, cur), fresh, d)
+    return jax.tree.map(lambda new, cur: where(bad, new, cur), fresh, d)
 
 
 def check_pos(m: Model, d: Data) -> Data:
@@ -169,7 +170,7 @@ def check_pos_vel(m: Model, d: Data) -> Data:
     if m.opt.disableflags & DisableBit.AUTORESET:
         return check_vel(m, check_pos(m, d))  # counts only, no select
     bad_pos = is_bad(d.qpos)
-    which = jp.where(bad_pos, WARN_BADQPOS, WARN_BADQVEL)
+    which = where(bad_pos, WARN_BADQPOS, WARN_BADQVEL)
     return reset_where(m, d, bad_pos | is_bad(d.qvel), which)
 
 
@@ -194,7 +195,7 @@ def check_acc(m: Model, d: Data, reforward, when=True) -> Data:
         return jp.zeros((), bool), reforward(ms, reset_data(ms, ds, WARN_BADQACC))
 
     _, fresh = jax.lax.while_loop(lambda c: c[0], body, (bad, ds))
-    return jax.tree.map(lambda new, cur: jp.where(bad, new, cur), fresh, d)
+    return jax.tree.map(lambda new, cur: where(bad, new, cur), fresh, d)
 
 
 def forward_checked(m: Model, d: Data, fwd) -> Data:
@@ -208,7 +209,7 @@ def forward_checked(m: Model, d: Data, fwd) -> Data:
     def body(carry):
         _, n = carry
         # the input (d, then the reset state) is rebuilt from constants, not carried
-        x = jax.tree.map(lambda r, a: jp.where(n == 1, r, a),
+        x = jax.tree.map(lambda r, a: where(n == 1, r, a),
                          reset_data(m, d, WARN_BADQACC), d)
         return fwd(m, x), n + 1
 

@@ -19,6 +19,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import math, smooth
+from mjx_lite.math import where
 from mjx_lite.types import Data, Model, TrnType, WrapType
 
 # wrap_inside's Newton solve. MuJoCo 4.0 iterates on the angle u = asin(z) from u = pi/2
@@ -78,7 +79,7 @@ def _divisor(m: Model, div_wrap: np.ndarray, dtype) -> jax.Array:
     prm = jp.asarray(m.wrap_prm, dtype)
     if not div_wrap.size:
         return jp.ones(0, dtype)
-    return jp.where(div_wrap >= 0, prm[np.maximum(div_wrap, 0)], 1.0)
+    return where(div_wrap >= 0, prm[np.maximum(div_wrap, 0)], 1.0)
 
 
 # ------------------------------------------------------------------------------------------
@@ -90,7 +91,7 @@ def _normalize_or_x(v: jax.Array) -> jax.Array:
     n = math.safe_norm(v, keepdims=True)
     ok = n >= math.MINVAL
     e0 = jp.zeros_like(v).at[..., 0].set(1.0)
-    return jp.where(ok, v / jp.where(ok, n, 1.0), e0)
+    return where(ok, v / where(ok, n, 1.0), e0)
 
 
 def _cross2(a, b):
@@ -111,7 +112,7 @@ def _is_intersect(p1, p2, p3, p4):
 
 def _safe_sqrt(x):
     pos = x > 0
-    return jp.where(pos, jp.sqrt(jp.where(pos, x, 1.0)), 0.0)
+    return where(pos, jp.sqrt(where(pos, x, 1.0)), 0.0)
 
 
 def _wrap_circle(end, sd, has_side, radius):
@@ -129,7 +130,7 @@ def _wrap_circle(end, sd, has_side, radius):
     sqrad = radius * radius
     dif = e1 - e0
     dd = jp.sum(dif * dif, -1)
-    a = jp.clip(-jp.sum(dif * e0, -1) / jp.where(dd < math.MINVAL, 1.0, dd), 0.0, 1.0)
+    a = jp.clip(-jp.sum(dif * e0, -1) / where(dd < math.MINVAL, 1.0, dd), 0.0, 1.0)
     near = e0 + a[:, None] * dif
     # no wrap when the segment misses the circle, unless the sidesite is on the other side
     miss = (jp.sum(near * near, -1) > sqrad) & (~has_side | (jp.sum(sd * near, -1) >= 0))
@@ -138,8 +139,8 @@ def _wrap_circle(end, sd, has_side, radius):
 
     s0 = _safe_sqrt(sqlen0 - sqrad) * radius
     s1 = _safe_sqrt(sqlen1 - sqrad) * radius
-    l0 = jp.where(invalid, 1.0, sqlen0)
-    l1 = jp.where(invalid, 1.0, sqlen1)
+    l0 = where(invalid, 1.0, sqlen0)
+    l1 = where(invalid, 1.0, sqlen1)
     sols, goods = [], []
     for sgn in (1.0, -1.0):
         t0 = jp.stack([e0[:, 0] * sqrad + sgn * e0[:, 1] * s0,
@@ -149,13 +150,13 @@ def _wrap_circle(end, sd, has_side, radius):
         # goodness: midpoint direction close to the sidesite, else the shorter chord
         good_side = jp.sum(_normalize_or_x(t0 + t1) * sd, -1)
         tdif = t0 - t1
-        good = jp.where(has_side, good_side, -jp.sum(tdif * tdif, -1))
-        good = jp.where(_is_intersect(e0, t0, e1, t1), -10000.0, good)
+        good = where(has_side, good_side, -jp.sum(tdif * tdif, -1))
+        good = where(_is_intersect(e0, t0, e1, t1), -10000.0, good)
         sols.append((t0, t1))
         goods.append(good)
     first = goods[0] > goods[1]
-    t0 = jp.where(first[:, None], sols[0][0], sols[1][0])
-    t1 = jp.where(first[:, None], sols[0][1], sols[1][1])
+    t0 = where(first[:, None], sols[0][0], sols[1][0])
+    t1 = where(first[:, None], sols[0][1], sols[1][1])
     invalid = invalid | _is_intersect(e0, t0, e1, t1)
 
     # arc length: angle in [0, pi], flipped to the long way when the winding says so
@@ -164,10 +165,10 @@ def _wrap_circle(end, sd, has_side, radius):
     angle = jp.arctan2(jp.abs(_cross2(n0, n1)), jp.sum(n0 * n1, -1))
     cross = t0[:, 1] * t1[:, 0] - t0[:, 0] * t1[:, 1]
     flip = ((cross > 0) & ~first) | ((cross < 0) & first)
-    angle = jp.where(flip, 2.0 * jp.pi - angle, angle)
-    wlen = jp.where(invalid, -1.0, radius * angle)
+    angle = where(flip, 2.0 * jp.pi - angle, angle)
+    wlen = where(invalid, -1.0, radius * angle)
     pnt = jp.concatenate([t0, t1], -1)
-    return wlen, jp.where(invalid[:, None], 0.0, pnt)
+    return wlen, where(invalid[:, None], 0.0, pnt)
 
 
 def _angle2(a, b):
@@ -175,7 +176,7 @@ def _angle2(a, b):
     with a finite gradient)."""
     y, x = _cross2(a, b), jp.sum(a * b, -1)
     zero = (jp.abs(x) < math.MINVAL) & (jp.abs(y) < math.MINVAL)
-    return jp.where(zero, 0.0, jp.arctan2(jp.where(zero, 0.0, y), jp.where(zero, 1.0, x)))
+    return where(zero, 0.0, jp.arctan2(where(zero, 0.0, y), where(zero, 1.0, x)))
 
 
 def _wrap_side(end, sd, radius):
@@ -193,30 +194,30 @@ def _wrap_side(end, sd, radius):
     len0, len1 = math.safe_norm(e0), math.safe_norm(e1)
     dif = e1 - e0
     dd = jp.sum(dif * dif, -1)
-    a = jp.clip(-jp.sum(dif * e0, -1) / jp.where(dd < math.MINVAL, 1.0, dd), 0.0, 1.0)
+    a = jp.clip(-jp.sum(dif * e0, -1) / where(dd < math.MINVAL, 1.0, dd), 0.0, 1.0)
     near = e0 + a[:, None] * dif
     clear = jp.sum(near * near, -1) > radius * radius
     wind = _angle2(e0, sd) + _angle2(sd, e1)
     straight = _angle2(e0, e1)
     # winding angles of paths with equal ends differ by multiples of 2 pi
     same = jp.abs(wind - straight) < jp.pi
-    l0 = jp.where(len0 < math.MINVAL, 1.0, len0)
-    l1 = jp.where(len1 < math.MINVAL, 1.0, len1)
+    l0 = where(len0 < math.MINVAL, 1.0, len0)
+    l1 = where(len1 < math.MINVAL, 1.0, len1)
     # angle swept (seen from the center) by each straight tangent piece
     c0 = jp.clip(radius / l0, -1.0, 1.0)
     c1 = jp.clip(radius / l1, -1.0, 1.0)
     s0, s1 = _safe_sqrt(1.0 - c0 * c0), _safe_sqrt(1.0 - c1 * c1)
     arc = jp.abs(wind) - jp.arctan2(s0, c0) - jp.arctan2(s1, c1)
-    sgn = jp.where(wind >= 0, 1.0, -1.0)
+    sgn = where(wind >= 0, 1.0, -1.0)
     u0, u1 = e0 / l0[:, None], e1 / l1[:, None]
     perp = lambda u: jp.stack([-u[:, 1], u[:, 0]], -1)  # noqa: E731
     t0 = radius[:, None] * (c0[:, None] * u0 + (sgn * s0)[:, None] * perp(u0))
     t1 = radius[:, None] * (c1[:, None] * u1 - (sgn * s1)[:, None] * perp(u1))
     invalid = (len0 < radius) | (len1 < radius) | (radius < math.MINVAL) | \
         (dd < math.MINVAL) | (clear & same) | (arc < 0)
-    wlen = jp.where(invalid, -1.0, radius * arc)
+    wlen = where(invalid, -1.0, radius * arc)
     pnt = jp.concatenate([t0, t1], -1)
-    return wlen, jp.where(invalid[:, None], 0.0, pnt)
+    return wlen, where(invalid[:, None], 0.0, pnt)
 
 
 def _asin(x):
@@ -238,20 +239,20 @@ def _wrap_inside(end, radius):
     dd = jp.sum(dif * dif, -1)
     nowrap = (len0 <= radius) | (len1 <= radius) | (radius < math.MINVAL) | \
         (len0 < math.MINVAL) | (len1 < math.MINVAL)
-    a = -jp.sum(dif * e0, -1) / jp.where(dd > math.MINVAL, dd, 1.0)
+    a = -jp.sum(dif * e0, -1) / where(dd > math.MINVAL, dd, 1.0)
     near = e0 + a[:, None] * dif
     nowrap = nowrap | ((dd > math.MINVAL) & (a > 0) & (a < 1) &
                        (math.safe_norm(near) <= radius))
 
     avg = _normalize_or_x(0.5 * (e0 + e1)) * radius[:, None]
-    l0 = jp.where(len0 < math.MINVAL, 1.0, len0)
-    l1 = jp.where(len1 < math.MINVAL, 1.0, len1)
+    l0 = where(len0 < math.MINVAL, 1.0, len0)
+    l1 = where(len1 < math.MINVAL, 1.0, len1)
     fa, fb = radius / l0, radius / l1
     cosg = (len0 * len0 + len1 * len1 - dd) / (2.0 * l0 * l1)
     nowrap = nowrap | (cosg < -1.0 + math.MINVAL)
     fallback = cosg > 1.0 - math.MINVAL
     # |cosg| = 1 never reaches the solve (no wrap / fallback); keep its gradient finite
-    g = jp.arccos(jp.where(jp.abs(cosg) < 1.0, cosg, 0.0))
+    g = jp.arccos(where(jp.abs(cosg) < 1.0, cosg, 0.0))
 
     def fun(u):
         sin_u = jp.sin(u)
@@ -271,13 +272,13 @@ def _wrap_inside(end, radius):
         df = cos_u * (over_sqrt(fa, 1 - sin_u * sin_u * fa * fa)
                       + over_sqrt(fb, 1 - sin_u * sin_u * fb * fb)) - 2.0
         bad_df = df > -math.MINVAL
-        u1 = u - f / jp.where(bad_df, -1.0, df)
+        u1 = u - f / where(bad_df, -1.0, df)
         bad_step = u1 > u
         f1 = fun(u1)
         fail_now = active & (bad_df | bad_step | (~bad_df & ~bad_step & (f1 > _INSIDE_TOL)))
         move = active & ~bad_df & ~bad_step
-        u = jp.where(move, u1, u)
-        f = jp.where(move, f1, f)
+        u = where(move, u1, u)
+        f = where(move, f1, f)
         done = done | (move & (jp.abs(f) <= _INSIDE_TOL))
         return (u, f, done, fail | fail_now), None
 
@@ -288,14 +289,14 @@ def _wrap_inside(end, radius):
     z = jp.sin(u)
 
     pos = _cross2(e0, e1) > 0
-    vec = _normalize_or_x(jp.where(pos[:, None], e0, e1))
-    ang = u - jp.where(pos, _asin(fa * z), _asin(fb * z))
+    vec = _normalize_or_x(where(pos[:, None], e0, e1))
+    ang = u - where(pos, _asin(fa * z), _asin(fb * z))
     c, s = jp.cos(ang), jp.sin(ang)
     sol = radius[:, None] * jp.stack([c * vec[:, 0] - s * vec[:, 1],
                                       s * vec[:, 0] + c * vec[:, 1]], -1)
-    pnt = jp.where(fallback[:, None], avg, sol)
-    pnt = jp.where(nowrap[:, None], 0.0, pnt)
-    return jp.where(nowrap, -1.0, 0.0), jp.concatenate([pnt, pnt], -1)
+    pnt = where(fallback[:, None], avg, sol)
+    pnt = where(nowrap[:, None], 0.0, pnt)
+    return where(nowrap, -1.0, 0.0), jp.concatenate([pnt, pnt], -1)
 
 
 def wrap(x0, x1, xpos, xmat, radius, is_sphere, side, has_side):
@@ -318,15 +319,15 @@ def wrap(x0, x1, xpos, xmat, radius, is_sphere, side, has_side):
     normal = math.cross(p0, p1)
     nrm = math.safe_norm(normal)
     absx = jp.abs(ax0)
-    imax = jp.where((absx[:, 1] > absx[:, 0]) & (absx[:, 1] > absx[:, 2]), 1, 0)
-    imax = jp.where((absx[:, 2] > absx[:, 0]) & (absx[:, 2] > absx[:, 1]), 2, imax)
+    imax = where((absx[:, 1] > absx[:, 0]) & (absx[:, 1] > absx[:, 2]), 1, 0)
+    imax = where((absx[:, 2] > absx[:, 0]) & (absx[:, 2] > absx[:, 1]), 2, imax)
     alt = 1.0 - jax.nn.one_hot(imax, 3, dtype=dtype)
-    normal = jp.where((nrm < math.MINVAL)[:, None], math.cross(ax0, alt), normal)
+    normal = where((nrm < math.MINVAL)[:, None], math.cross(ax0, alt), normal)
     normal = _normalize_or_x(normal)
     ax1 = _normalize_or_x(math.cross(normal, ax0))
     sph = is_sphere[:, None]
-    ax0 = jp.where(sph, ax0, jp.array([1.0, 0.0, 0.0], dtype))
-    ax1 = jp.where(sph, ax1, jp.array([0.0, 1.0, 0.0], dtype))
+    ax0 = where(sph, ax0, jp.array([1.0, 0.0, 0.0], dtype))
+    ax1 = where(sph, ax1, jp.array([0.0, 1.0, 0.0], dtype))
 
     proj = lambda p: jp.stack([jp.sum(p * ax0, -1), jp.sum(p * ax1, -1)], -1)  # noqa: E731
     end = jp.concatenate([proj(p0), proj(p1)], -1)
@@ -337,12 +338,12 @@ def wrap(x0, x1, xpos, xmat, radius, is_sphere, side, has_side):
     wl_out, pnt_out = _wrap_circle(end, sd, has_side, radius)
     if np.any(has_side):
         wl_side, pnt_side = _wrap_side(end, sd, radius)
-        wl_out = jp.where(has_side, wl_side, wl_out)
-        pnt_out = jp.where(has_side[:, None], pnt_side, pnt_out)
+        wl_out = where(has_side, wl_side, wl_out)
+        pnt_out = where(has_side[:, None], pnt_side, pnt_out)
     if np.any(has_side):
         wl_in, pnt_in = _wrap_inside(end, radius)
-        wlen = jp.where(inside, wl_in, wl_out)
-        pnt = jp.where(inside[:, None], pnt_in, pnt_out)
+        wlen = where(inside, wl_in, wl_out)
+        pnt = where(inside[:, None], pnt_in, pnt_out)
     else:
         wlen, pnt = wl_out, pnt_out
 
@@ -355,16 +356,16 @@ def wrap(x0, x1, xpos, xmat, radius, is_sphere, side, has_side):
     h0 = p0[:, 2] + (p1[:, 2] - p0[:, 2]) * math.safe_div(len0, tot)
     h1 = p0[:, 2] + (p1[:, 2] - p0[:, 2]) * math.safe_div(len0 + wlen, tot)
     cyl = ~is_sphere
-    r0 = jp.where(cyl[:, None], r0.at[:, 2].set(h0), r0)
-    r1 = jp.where(cyl[:, None], r1.at[:, 2].set(h1), r1)
+    r0 = where(cyl[:, None], r0.at[:, 2].set(h0), r0)
+    r1 = where(cyl[:, None], r1.at[:, 2].set(h1), r1)
     wl_c = _safe_sqrt(wlen * wlen + (h1 - h0) ** 2)
-    wlen = jp.where(cyl & (wlen >= 0), wl_c, wlen)
+    wlen = where(cyl & (wlen >= 0), wl_c, wlen)
 
     w0 = jp.einsum("nij,nj->ni", xmat, r0) + xpos
     w1 = jp.einsum("nij,nj->ni", xmat, r1) + xpos
     invalid = origin | (wlen < 0)
-    wpnt = jp.where(invalid[:, None], 0.0, jp.concatenate([w0, w1], -1))
-    return jp.where(invalid, -1.0, wlen), wpnt
+    wpnt = where(invalid[:, None], 0.0, jp.concatenate([w0, w1], -1))
+    return where(invalid, -1.0, wlen), wpnt
 
 
 # ------------------------------------------------------------------------------------------
@@ -391,7 +392,7 @@ def _segment(m: Model, d: Data, p0, p1, b0, b1):
     jac1, _ = smooth.jac(m, d, p1, b1)
     mom = jp.einsum("niv,ni->nv", jac1 - jac0, vec)
     # segments within one body contribute no moment
-    mom = jp.where((b0 != b1)[:, None], mom, 0.0)
+    mom = where((b0 != b1)[:, None], mom, 0.0)
     return length, mom
 
 
@@ -438,8 +439,8 @@ def tendon(m: Model, d: Data) -> Data:
         l_ss, j_ss = _segment(m, d, x0, x1, b0, b1)
         l_a, j_a = _segment(m, d, x0, wpnt[:, :3], b0, gb)
         l_b, j_b = _segment(m, d, wpnt[:, 3:], x1, gb, b1)
-        ln = jp.where(wrapped, l_a + wlen + l_b, l_ss)
-        mom = jp.where(wrapped[:, None], j_a + j_b, j_ss)
+        ln = where(wrapped, l_a + wlen + l_b, l_ss)
+        mom = where(wrapped[:, None], j_a + j_b, j_ss)
         dv = _divisor(m, div, dtype)
         length = length.at[t].add(ln / dv)
         ten_j = ten_j.at[t].add(mom / dv[:, None])
@@ -479,13 +480,13 @@ def _paths(m: Model, d: Data, plan: dict, wlen, wpnt) -> Data:
     valid = valid.reshape(-1)
     cnt = jp.cumsum(valid.astype(jp.int32))
     # invalid slots scatter past the end and are dropped
-    dest = jp.where(valid, cnt - 1, 2 * nw)
+    dest = where(valid, cnt - 1, 2 * nw)
     wrap_xpos = jp.zeros((2 * nw, 3), dtype).at[dest].set(pos.reshape(-1, 3), mode="drop")
     wrap_obj = jp.zeros(2 * nw, jp.int32).at[dest].set(jp.asarray(obj.reshape(-1)),
                                                        mode="drop")
     per_wrap = valid.reshape(nw, 2).sum(-1).astype(jp.int32)
     wrapnum = jax.ops.segment_sum(per_wrap, ten_of, num_segments=m.ntendon)
-    wrapnum = jp.where(jp.asarray(wtype[adr] == WrapType.JOINT) | (num == 0), 0, wrapnum)
+    wrapnum = where(jp.asarray(wtype[adr] == WrapType.JOINT) | (num == 0), 0, wrapnum)
     wrapadr = jp.cumsum(wrapnum) - wrapnum
     return d.replace(wrap_xpos=wrap_xpos.reshape(nw, 6), wrap_obj=wrap_obj.reshape(nw, 2),
                      ten_wrapadr=wrapadr.astype(jp.int32), ten_wrapnum=wrapnum)
@@ -564,7 +565,7 @@ def spatial_wrenches(m: Model, d: Data, force: jax.Array):
                                  else jp.concatenate([e[i] for e in ends]) for i in range(7))
     unit = _normalize_or_x(p1 - p0)
     # segments within one body exert equal and opposite forces on it
-    scale = jp.where(on & (b0 != b1), force[t] / dv, 0.0)
+    scale = where(on & (b0 != b1), force[t] / dv, 0.0)
     frc = unit * scale[:, None]
     zero = jp.zeros_like(frc)
     wrenches = [jp.concatenate([zero, -frc], 1), jp.concatenate([zero, frc], 1)]

@@ -20,6 +20,7 @@ import jax.numpy as jp
 
 from mjx_lite import math
 from mjx_lite.collision.primitive import first_k
+from mjx_lite.math import where
 
 MINVAL = math.MINVAL
 MAXVERT = 8  # a 4-gon clipped by 4 half-planes has at most 8 vertices
@@ -40,11 +41,11 @@ def _clip(poly, n, coord, sign, limit):
     idx = jp.arange(MAXVERT)
     valid = idx < n
     d = sign * poly[:, coord] - limit
-    nxt = jp.where(idx + 1 >= n, 0, idx + 1)
+    nxt = where(idx + 1 >= n, 0, idx + 1)
     q, dq = poly[nxt], d[nxt]
     emit = valid & (d <= 0)
     cross = valid & (((d < 0) & (dq > 0)) | ((d > 0) & (dq < 0)))
-    t = d / jp.where(cross, d - dq, 1.0)
+    t = d / where(cross, d - dq, 1.0)
     inter = poly + t[:, None] * (q - poly)
     cand = jp.stack([poly, inter], axis=1).reshape(2 * MAXVERT, 3)
     mask = jp.stack([emit, cross], axis=1).reshape(2 * MAXVERT)
@@ -60,28 +61,28 @@ def _edge_contact(i, j, rot, pos21, size1, size2, sgneps):
     j1, j2 = (j + 1) % 3, (j + 2) % 3
     axis = jp.zeros(3, rot.dtype).at[i1].set(-rot[i2, j]).at[i2].set(rot[i1, j])
     axis = axis / jp.maximum(math.safe_norm(axis), MINVAL)
-    axis = jp.where(jp.dot(axis, pos21) < 0, -axis, axis)
+    axis = where(jp.dot(axis, pos21) < 0, -axis, axis)
     a2 = rot.T @ axis
-    amb1 = jp.where(jp.abs(axis[i1]) < sgneps, i1, jp.where(jp.abs(axis[i2]) < sgneps, i2, -1))
-    amb2 = jp.where(jp.abs(a2[j1]) < sgneps, j1, jp.where(jp.abs(a2[j2]) < sgneps, j2, -1))
+    amb1 = where(jp.abs(axis[i1]) < sgneps, i1, where(jp.abs(axis[i2]) < sgneps, i2, -1))
+    amb2 = where(jp.abs(a2[j1]) < sgneps, j1, where(jp.abs(a2[j2]) < sgneps, j2, -1))
     d2 = rot[:, j]
     b = d2[i]
     denom = 1 - b * b
-    c1 = jp.where(axis >= 0, size1, -size1).at[i].set(0.0)
-    cc = jp.where(a2 >= 0, -size2, size2).at[j].set(0.0)
+    c1 = where(axis >= 0, size1, -size1).at[i].set(0.0)
+    cc = where(a2 >= 0, -size2, size2).at[j].set(0.0)
     best = jp.asarray(BIG, rot.dtype)
     w1 = w2 = jp.zeros(3, rot.dtype)
     for v1 in (0, 1):
         for v2 in (0, 1):
             # both signs of a near-zero axis component support the axis: try each
             ok = ((amb1 >= 0) | (v1 == 0)) & ((amb2 >= 0) | (v2 == 0))
-            e1 = jp.where((jp.arange(3) == amb1) & (v1 == 1), -c1, c1)
-            ec = jp.where((jp.arange(3) == amb2) & (v2 == 1), -cc, cc)
+            e1 = where((jp.arange(3) == amb1) & (v1 == 1), -c1, c1)
+            ec = where((jp.arange(3) == amb2) & (v2 == 1), -cc, cc)
             e2 = rot @ ec + pos21
             e = e2 - e1
             d1e, d2e = e[i], jp.dot(d2, e)
-            s = jp.where(denom < MINVAL, 0.0,
-                         (d1e - b * d2e) / jp.where(denom < MINVAL, 1.0, denom))
+            s = where(denom < MINVAL, 0.0,
+                         (d1e - b * d2e) / where(denom < MINVAL, 1.0, denom))
             s = jp.clip(s, -size1[i], size1[i])
             t = jp.clip(b * s - d2e, -size2[j], size2[j])
             s = jp.clip(d1e + b * t, -size1[i], size1[i])
@@ -89,9 +90,9 @@ def _edge_contact(i, j, rot, pos21, size1, size2, sgneps):
             p2 = e2 + d2 * t
             g2 = jp.sum((p2 - p1) ** 2)
             take = ok & (g2 < best)
-            best = jp.where(take, g2, best)
-            w1 = jp.where(take, p1, w1)
-            w2 = jp.where(take, p2, w2)
+            best = where(take, g2, best)
+            w1 = where(take, p1, w1)
+            w2 = where(take, p2, w2)
     return jp.dot(w2 - w1, axis), 0.5 * (w1 + w2), axis
 
 
@@ -120,7 +121,7 @@ def box_box(pos1, mat1, size1, pos2, mat2, size2, margin):
             ax1, ax2 = -rot[i2, j], rot[i1, j]
             norm2 = ax1 * ax1 + ax2 * ax2
             ok = norm2 >= pareps
-            inv = 1 / jp.sqrt(jp.where(ok, norm2, 1.0))
+            inv = 1 / jp.sqrt(where(ok, norm2, 1.0))
             ax1, ax2 = ax1 * inv, ax2 * inv
             r1 = size1[i1] * jp.abs(ax1) + size1[i2] * jp.abs(ax2)
             a21 = ax1 * rot[i1, j1] + ax2 * rot[i2, j1]
@@ -130,8 +131,8 @@ def box_box(pos1, mat1, size1, pos2, mat2, size2, margin):
             separated = separated | (ok & (sep > septol))
             # an edge axis must beat the faces by a relative bias: faces give a manifold
             take = ok & (sep - 1e-6 * jp.abs(sep) > sep_best) & (sep > sep_face)
-            sep_best = jp.where(take, sep, sep_best)
-            code = jp.where(take, 6 + 3 * i + j, code)
+            sep_best = where(take, sep, sep_best)
+            code = where(take, 6 + 3 * i + j, code)
 
     # an edge axis nearly parallel to the best face axis gives way to it unless 5% deeper
     edge_axes = []
@@ -146,7 +147,7 @@ def box_box(pos1, mat1, size1, pos2, mat2, size2, margin):
     face_dot = jp.abs(jp.dot(eaxis, fdir))
     substitute = (code >= 6) & (face_dot > 0.99) & (
         sep_best < sep_face + 0.05 * jp.abs(sep_face) + MINVAL)
-    code = jp.where(substitute, code_face, code)
+    code = where(substitute, code_face, code)
     is_edge = code >= 6
 
     # stage 2a: edge-edge, all nine evaluated and the winner selected
@@ -163,17 +164,17 @@ def box_box(pos1, mat1, size1, pos2, mat2, size2, margin):
 
     # stage 2b: face contact; the reference box owns the winning face
     ref1 = code < 3
-    a = jp.where(ref1, code, code - 3)
+    a = where(ref1, code, code - 3)
     a = jp.clip(a, 0, 2)
-    sizeref = jp.where(ref1, size1, size2)
-    sizeinc = jp.where(ref1, size2, size1)
-    posref = jp.where(ref1, pos1, pos2)
-    matref = jp.where(ref1, mat1, mat2)
-    posoi = jp.where(ref1, pos21, pos12)
-    rinc = jp.where(ref1, rot, rot.T)
-    sgn = jp.where(posoi[a] >= 0, 1.0, -1.0).astype(dt)
+    sizeref = where(ref1, size1, size2)
+    sizeinc = where(ref1, size2, size1)
+    posref = where(ref1, pos1, pos2)
+    matref = where(ref1, mat1, mat2)
+    posoi = where(ref1, pos21, pos12)
+    rinc = where(ref1, rot, rot.T)
+    sgn = where(posoi[a] >= 0, 1.0, -1.0).astype(dt)
     binc = jp.argmax(jp.abs(rinc[a]))
-    tinc = jp.where(sgn * rinc[a, binc] > 0, -1.0, 1.0).astype(dt)
+    tinc = where(sgn * rinc[a, binc] > 0, -1.0, 1.0).astype(dt)
     ax, ay = (a + 1) % 3, (a + 2) % 3
     bu, bv = (binc + 1) % 3, (binc + 2) % 3
     rows = jp.stack([ax, ay, a])
@@ -188,7 +189,7 @@ def box_box(pos1, mat1, size1, pos2, mat2, size2, margin):
     poly = jp.zeros((MAXVERT, 3), dt).at[:4].set(quad)
     n = jp.asarray(4)
     for coord, sign in ((0, 1.0), (0, -1.0), (1, 1.0), (1, -1.0)):
-        poly, n = _clip(poly, n, coord, sign, sizeref[jp.where(coord == 0, ax, ay)])
+        poly, n = _clip(poly, n, coord, sign, sizeref[where(coord == 0, ax, ay)])
 
     # vertices within the margin band, dropping near-duplicates made at clipped corners
     dupe2 = dupeps * (sizeref[ax] ** 2 + sizeref[ay] ** 2)
@@ -200,7 +201,7 @@ def box_box(pos1, mat1, size1, pos2, mat2, size2, margin):
             ok = ok & ~(accepted[q] & close)
         accepted.append(ok)
     fvalid = jp.stack(accepted) & ~is_edge
-    nsign = jp.where(ref1, sgn, -sgn)
+    nsign = where(ref1, sgn, -sgn)
     fnormal = nsign * matref[:, a]
     onehot = lambda c: (jp.arange(3) == c).astype(dt)  # noqa: E731
     posc = (poly[:, :1] * onehot(ax) + poly[:, 1:2] * onehot(ay)
@@ -209,10 +210,10 @@ def box_box(pos1, mat1, size1, pos2, mat2, size2, margin):
     fdist = poly[:, 2]
 
     slot0 = jp.arange(MAXVERT) == 0
-    dist = jp.where(is_edge, jp.where(slot0, edist, 0.0), fdist)
-    pos = jp.where(is_edge, jp.where(slot0[:, None], epos, 0.0), fpos)
-    normal = jp.broadcast_to(jp.where(is_edge, enormal, fnormal), (MAXVERT, 3))
-    valid = jp.where(is_edge, slot0 & edge_valid, fvalid) & ~separated
+    dist = where(is_edge, where(slot0, edist, 0.0), fdist)
+    pos = where(is_edge, where(slot0[:, None], epos, 0.0), fpos)
+    normal = jp.broadcast_to(where(is_edge, enormal, fnormal), (MAXVERT, 3))
+    valid = where(is_edge, slot0 & edge_valid, fvalid) & ~separated
     return dist, pos, normal, jp.zeros((MAXVERT, 3), dt), valid
 
 

@@ -26,6 +26,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import math
+from mjx_lite.math import where
 from mjx_lite.types import GeomType
 
 MINVAL = math.MINVAL
@@ -62,20 +63,20 @@ def local_support(gtype: int, size, verts, d):
     if gtype == _G.SPHERE:
         return jp.zeros(3, dt)
     if gtype == _G.CAPSULE:
-        return jp.array([0.0, 0.0, 1.0], dt) * jp.where(d[2] >= 0, size[1], -size[1])
+        return jp.array([0.0, 0.0, 1.0], dt) * where(d[2] >= 0, size[1], -size[1])
     if gtype == _G.ELLIPSOID:
         s = d * size
         n = math.safe_norm(s)
         ok = n >= MINVAL
-        return jp.where(ok, s * size / jp.where(ok, n, 1.0),
+        return where(ok, s * size / where(ok, n, 1.0),
                         jp.array([1.0, 0.0, 0.0], dt) * size[0])
     if gtype == _G.CYLINDER:
         n2 = d[0] * d[0] + d[1] * d[1]
         ok = n2 >= MINVAL * MINVAL
-        scl = jp.where(ok, size[0] / jp.sqrt(jp.where(ok, n2, 1.0)), 0.0)
-        return jp.stack([scl * d[0], scl * d[1], jp.where(d[2] >= 0, size[1], -size[1])])
+        scl = where(ok, size[0] / jp.sqrt(where(ok, n2, 1.0)), 0.0)
+        return jp.stack([scl * d[0], scl * d[1], where(d[2] >= 0, size[1], -size[1])])
     if gtype == _G.BOX:
-        return jp.where(d >= 0, size, -size)
+        return where(d >= 0, size, -size)
     if gtype == _G.MESH:
         return verts[jp.argmax(verts @ d)]
     raise NotImplementedError(f"no convex support for geom type {gtype}")
@@ -101,8 +102,8 @@ def _solve_batch(g, rhs):
         det = jp.sum(r0 * adj[:, :, 0], -1)
     scale = jp.prod(jp.diagonal(g, axis1=-2, axis2=-1), -1) + MINVAL
     ok = jp.abs(det) > 1e-12 * scale
-    x = jp.einsum("nij,nj->ni", adj, rhs) / jp.where(ok, det, 1.0)[:, None]
-    return jp.where(ok[:, None], x, 0.0), ok
+    x = jp.einsum("nij,nj->ni", adj, rhs) / where(ok, det, 1.0)[:, None]
+    return where(ok[:, None], x, 0.0), ok
 
 
 def _closest_simplex(p, mask):
@@ -124,7 +125,7 @@ def _closest_simplex(p, mask):
         if k == 2:
             den = g[:, 0, 0]
             good = den > MINVAL
-            mu = jp.where(good, rhs[:, 0] / jp.where(good, den, 1.0), 0.0)[:, None]
+            mu = where(good, rhs[:, 0] / where(good, den, 1.0), 0.0)[:, None]
         else:
             mu, good = _solve_batch(g, rhs)
         lam_s = jp.concatenate([1 - jp.sum(mu, -1, keepdims=True), mu], -1)  # (n, k)
@@ -137,7 +138,7 @@ def _closest_simplex(p, mask):
     v = lam @ p
     # the full tetrahedron holds the origin: its closest point is the origin itself
     v = v.at[-1].set(0.0)
-    n2 = jp.where(ok, jp.sum(v * v, -1), BIG)
+    n2 = where(ok, jp.sum(v * v, -1), BIG)
     k = jp.argmin(n2)
     return v[k], lam[k], lam[k] != 0
 
@@ -203,7 +204,7 @@ def _key_take(keys, idx):
 
 
 def _key_where(c, x, y):
-    return tuple(jp.where(c, a, b) for a, b in zip(x, y))
+    return tuple(where(c, a, b) for a, b in zip(x, y))
 
 
 def _gjk(pair: _Pair, v0, skip=False):
@@ -240,9 +241,9 @@ def _gjk(pair: _Pair, v0, skip=False):
         slot = jp.argmin(nmask)
         stop = done | hit | conv
         add = ~stop
-        P2 = jp.where(add, P.at[slot].set(w), P)
+        P2 = where(add, P.at[slot].set(w), P)
         keys2 = _key_where(add, _key_set(keys, slot, key), keys)
-        m2 = jp.where(done, mask, jp.where(add, nmask.at[slot].set(True), nmask))
+        m2 = where(done, mask, where(add, nmask.at[slot].set(True), nmask))
         return P2, keys2, m2, stop, inside | (~done & hit), it + 1, vv
 
     # a while loop: nothing is differentiated through the search (see _Pair)
@@ -285,7 +286,7 @@ def _complete_simplex(pair: _Pair, P, keys, mask):
         else:
             far = jp.abs(jp.dot(w1 - P[0], d)) > jp.abs(jp.dot(w0 - P[0], d))
         add = k <= i
-        P = jp.where(add, P.at[i].set(jp.where(far, w1, w0)), P)
+        P = where(add, P.at[i].set(where(far, w1, w0)), P)
         keys = _key_where(add, _key_set(keys, i, _key_where(far, k1, k0)), keys)
     return P, keys
 
@@ -295,8 +296,8 @@ def _face_data(W, faces, fvalid):
     n = math.cross(b - a, c - a)
     nn = math.safe_norm(n, keepdims=True)
     ok = fvalid & (nn[:, 0] > MINVAL)
-    n = n / jp.where(nn > MINVAL, nn, 1.0)
-    d = jp.where(ok, jp.sum(n * a, -1), BIG)
+    n = n / where(nn > MINVAL, nn, 1.0)
+    d = where(ok, jp.sum(n * a, -1), BIG)
     return n, d, ok
 
 
@@ -321,8 +322,8 @@ def _epa_polytope(pair: _Pair, P, keys, skip):
     W = jp.zeros((nv, 3), dt).at[:4].set(P)
     keys = tuple(jp.zeros((nv,) + K.shape[1:], K.dtype).at[:4].set(K) for K in keys)
     flip = jp.dot(math.cross(P[1] - P[0], P[2] - P[0]), P[3] - P[0]) > 0
-    base = jp.where(flip, _TET_FLIP, _TET)
-    adj = jp.where(flip, _adjacency(_TET_FLIP), _adjacency(_TET))
+    base = where(flip, _TET_FLIP, _TET)
+    adj = where(flip, _adjacency(_TET_FLIP), _adjacency(_TET))
     faces = jp.zeros((nf, 3), jp.int32).at[:4].set(base)
     adj = jp.zeros((nf, 3), jp.int32).at[:4].set(adj)
     fvalid = jp.zeros(nf, bool).at[:4].set(True)
@@ -379,22 +380,22 @@ def _epa_step(pair: _Pair, tol, st):
     # step); edges past the free slots are dropped
     hrank = jp.cumsum(horizon) - 1
     slots = jp.nonzero(free, size=nf, fill_value=nf)[0].astype(jp.int32)
-    dest = jp.where(horizon, slots[jp.clip(hrank, 0, nf - 1)], nf)
+    dest = where(horizon, slots[jp.clip(hrank, 0, nf - 1)], nf)
     newf = jp.stack([e_from, e_to, jp.full(3 * nf, vid, jp.int32)], -1)
     faces2 = faces.at[dest].set(newf, mode="drop")
     # the new faces by the horizon vertex they start and end at
-    hv = jp.where(horizon, e_from, nv)
+    hv = where(horizon, e_from, nv)
     starts = jp.zeros(nv, jp.int32).at[hv].set(dest, mode="drop")
-    ends = jp.zeros(nv, jp.int32).at[jp.where(horizon, e_to, nv)].set(dest, mode="drop")
+    ends = jp.zeros(nv, jp.int32).at[where(horizon, e_to, nv)].set(dest, mode="drop")
     newadj = jp.stack([outside, starts[e_to], ends[e_from]], -1)
     adj2 = adj.at[dest].set(newadj, mode="drop")
     # the outside face's edge that bordered the removed face now borders the new one
     j = jp.argmax(adj[outside] == e_face[:, None], axis=1).astype(jp.int32)
-    adj2 = adj2.reshape(-1).at[jp.where(horizon, outside * 3 + j, 3 * nf)].set(
+    adj2 = adj2.reshape(-1).at[where(horizon, outside * 3 + j, 3 * nf)].set(
         dest, mode="drop").reshape(nf, 3)
     got = jp.zeros(nf, bool).at[dest].set(True, mode="drop")
     fvalid2 = (fvalid & ~visible) | got
-    keep = lambda x, y: jp.where(stop, x, y)  # noqa: E731
+    keep = lambda x, y: where(stop, x, y)  # noqa: E731
     return (keep(W, W.at[vid].set(w)), _key_where(stop, keys, _key_set(keys, vid, key)),
             keep(faces, faces2), keep(adj, adj2), keep(fvalid, fvalid2), stop, it + 1)
 
@@ -407,8 +408,8 @@ def _barycentric(tri, p):
     det = g[0, 0] * g[1, 1] - g[0, 1] ** 2
     ok = jp.abs(det) > MINVAL
     r = jp.array([jp.dot(q, e1), jp.dot(q, e2)])
-    inv = jp.array([[g[1, 1], -g[0, 1]], [-g[0, 1], g[0, 0]]]) / jp.where(ok, det, 1.0)
-    mu = jp.where(ok, inv @ r, jp.zeros(2, p.dtype))
+    inv = jp.array([[g[1, 1], -g[0, 1]], [-g[0, 1], g[0, 0]]]) / where(ok, det, 1.0)
+    mu = where(ok, inv @ r, jp.zeros(2, p.dtype))
     return jp.concatenate([1 - jp.sum(mu, keepdims=True), mu])
 
 
@@ -417,7 +418,7 @@ def _search_gjk(type1: int, type2: int, geoms, skip=False):
     size1, verts1, pos2, mat2, size2, verts2)."""
     pair = _Pair(type1, type2, *geoms)
     v0 = pair.fixed[0] - pair.fixed[4]
-    v0 = jp.where(jp.dot(v0, v0) > MINVAL, v0, jp.array([1.0, 0.0, 0.0], v0.dtype))
+    v0 = where(jp.dot(v0, v0) > MINVAL, v0, jp.array([1.0, 0.0, 0.0], v0.dtype))
     return _gjk(pair, v0, skip)
 
 
@@ -449,14 +450,14 @@ def _contact(type1: int, type2: int, geoms, keys, mask, inside, tri):
     W3 = A3 - B3
     fn = math.cross(W3[1] - W3[0], W3[2] - W3[0])
     fnn = math.safe_norm(fn)
-    epa_normal = fn / jp.where(fnn > MINVAL, fnn, 1.0)
+    epa_normal = fn / where(fnn > MINVAL, fnn, 1.0)
     depth = jp.dot(epa_normal, W3[0])
     lam3 = _barycentric(W3, epa_normal * depth)
     ea, eb = lam3 @ A3, lam3 @ B3
-    normal = jp.where(inside, epa_normal, sep_normal)
-    core = jp.where(inside, -depth, vn)
-    x1 = jp.where(inside, ea, xa)
-    x2 = jp.where(inside, eb, xb)
+    normal = where(inside, epa_normal, sep_normal)
+    core = where(inside, -depth, vn)
+    x1 = where(inside, ea, xa)
+    x2 = where(inside, eb, xb)
     dist = core - r1 - r2
     s1 = x1 + normal * r1
     s2 = x2 - normal * r2
@@ -509,7 +510,7 @@ def compact_map(f, mask, args, init, chunk: int = CHUNK):
         live = c * chunk + jp.arange(chunk) < count
         rows = jax.tree.map(lambda a: a[jp.minimum(idx, n - 1)], args)
         res = jax.vmap(f)(~live, *rows)
-        dst = jp.where(live, idx, n)
+        dst = where(live, idx, n)
         out = jax.tree.map(lambda o, r: o.at[dst].set(r, mode="drop"), out, res)
         return c + 1, out
 

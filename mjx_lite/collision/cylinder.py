@@ -49,6 +49,7 @@ import numpy as np
 
 from mjx_lite import math
 from mjx_lite.collision import convex, multiccd
+from mjx_lite.math import where
 from mjx_lite.types import GeomType
 
 _G = GeomType
@@ -112,7 +113,7 @@ def clip_polygon(face, cnt, normal, subject, scnt, cap: int):
     """
     K = face.shape[0]
     k = jp.arange(K)
-    nxt = face[jp.where(k + 1 < cnt, k + 1, 0)]
+    nxt = face[where(k + 1 < cnt, k + 1, 0)]
     pn = math.cross(nxt - face, (face + normal) - face)
     pd = jp.sum(pn * face, -1)
     kmask = k < cnt
@@ -121,21 +122,21 @@ def clip_polygon(face, cnt, normal, subject, scnt, cap: int):
     i = jp.arange(cap)
     for e in range(K):
         a, s = face[e], pn[e]
-        q = pts[jp.where(i + 1 < n, i + 1, 0)]
+        q = pts[where(i + 1 < n, i + 1, 0)]
         in_p = jp.sum((pts - a) * s, -1) > -1e-10
         in_q = jp.sum((q - a) * s, -1) > -1e-10
         live = i < n
         den = jp.sum(s * (q - pts), -1)
         ok = jp.abs(den) >= 1e-10
-        t = (pd[e] - jp.sum(s * pts, -1)) / jp.where(ok, den, 1.0)
+        t = (pd[e] - jp.sum(s * pts, -1)) / where(ok, den, 1.0)
         cross = live & (in_p != in_q) & ok & (t > -3e-7) & (t < 1 + 3e-7)
         inter = pts + jp.clip(t, 0.0, 1.0)[:, None] * (q - pts)
         keep_q = live & in_q
         cand = jp.stack([inter, q], 1).reshape(-1, 3)
         cmask = jp.stack([cross, keep_q], 1).reshape(-1)
         new, newn = multiccd.compact(cand, cmask, cap)
-        pts = jp.where(kmask[e], new, pts)
-        n = jp.where(kmask[e], newn, n)
+        pts = where(kmask[e], new, pts)
+        n = where(kmask[e], newn, n)
     return pts, n
 
 
@@ -145,7 +146,7 @@ def clip_edge(face, cnt, normal, a, b):
     twice. Returns the ends (2, 3), their multiplicities (2,) (0 where the edge misses the
     prism, 1 for an original end, 2 for a cut one)."""
     pts, lo, hi, empty = multiccd.clip_interval(face, cnt, normal, a, b)
-    mult = jp.where(empty, 0, 1 + jp.stack([lo > 0, hi < 1]).astype(jp.int32))
+    mult = where(empty, 0, 1 + jp.stack([lo > 0, hi < 1]).astype(jp.int32))
     return pts, mult
 
 
@@ -159,7 +160,7 @@ def _faces(gtype, pos, mat, size, verts, table, nout, witness):
     dt = pos.dtype
     if gtype == _G.CYLINDER:
         c = jp.dot(mat[:, 2], nout)
-        sgn = jp.where(c >= 0, 1.0, -1.0).astype(dt)
+        sgn = where(c >= 0, 1.0, -1.0).astype(dt)
         face, normal = cap_polygon(pos, mat, size, sgn)
         valid = jp.abs(c) >= SIDE_EPS
         return (face[None], jp.full((1,), NGON, jp.int32), normal[None], valid[None],
@@ -176,7 +177,7 @@ def _faces(gtype, pos, mat, size, verts, table, nout, witness):
         fidx, count, lnormal = multiccd.faces_at(table, jp.argmax(wv @ nout))
         k = jp.arange(fidx.shape[1])
         # MuJoCo walks a mesh polygon backwards
-        rev = jp.where(k[None] < count[:, None], count[:, None] - 1 - k[None], 0)
+        rev = where(k[None] < count[:, None], count[:, None] - 1 - k[None], 0)
         face = wv[jp.take_along_axis(fidx, rev, axis=1)]
         normal = lnormal.astype(dt) @ mat.T
     else:
@@ -184,7 +185,7 @@ def _faces(gtype, pos, mat, size, verts, table, nout, witness):
         return (z, jp.zeros((1,), jp.int32), jp.zeros((1, 3), dt), jp.zeros((1,), bool),
                 jp.zeros((), bool))
     cosn = normal @ nout
-    touch = jp.max(jp.where(count > 0, cosn, -2.0)) >= FACE_TOL
+    touch = jp.max(where(count > 0, cosn, -2.0)) >= FACE_TOL
     # touching with a face, MuJoCo's feature is that face alone: of coplanar polygons (a
     # mesh face the hull split), the one holding the witness point
     flat = (count > 0) & (cosn >= FACE_TOL)
@@ -192,8 +193,8 @@ def _faces(gtype, pos, mat, size, verts, table, nout, witness):
         side, kmask = jax.vmap(multiccd._side_planes)(face, count, normal)
         out = jp.sum((witness[None, None] - face) * side, -1) > 1e-9
         holds = flat & ~jp.any(out & kmask, axis=1)
-        flat = jp.where(jp.any(holds), holds, flat)
-    valid = jp.where(touch, flat, (count > 0) & (cosn > EDGE_TOL))
+        flat = where(jp.any(holds), holds, flat)
+    valid = where(touch, flat, (count > 0) & (cosn > EDGE_TOL))
     return face, count, normal, valid, touch
 
 
@@ -217,11 +218,11 @@ def _edges(gtype, pos, mat, size, verts, table, nout, witness, exact: bool, thro
             # MuJoCo 4.0 takes the generator at its EPA face's first vertex (measured:
             # tests/test_cylinder_multiccd.py, "generator" states)
             at = mat.T @ (through[0] - pos)
-            loc = jp.where(through[1], jp.concatenate([at[:2], loc[2:]]), loc)
+            loc = where(through[1], jp.concatenate([at[:2], loc[2:]]), loc)
         r2 = loc[0] * loc[0] + loc[1] * loc[1]
         ok = r2 >= MINVAL * MINVAL
-        scl = jp.where(ok, size[0] / jp.sqrt(jp.where(ok, r2, 1.0)), 0.0)
-        s = jp.where(loc[2] >= 0, 1.0, -1.0).astype(dt)
+        scl = where(ok, size[0] / jp.sqrt(where(ok, r2, 1.0)), 0.0)
+        s = where(loc[2] >= 0, 1.0, -1.0).astype(dt)
         v = mat @ jp.stack([scl * loc[0], scl * loc[1], s * size[1]]) + pos
         e = jp.stack([v, v - axis * (2 * s * size[1])])
         valid = jp.ones((1,), bool)
@@ -230,7 +231,7 @@ def _edges(gtype, pos, mat, size, verts, table, nout, witness, exact: bool, thro
         return e[None], valid
     if gtype == _G.BOX:
         loc = mat.T @ nout
-        sg = jp.where(loc >= 0, 1.0, -1.0).astype(dt)
+        sg = where(loc >= 0, 1.0, -1.0).astype(dt)
         v = mat @ (sg * size) + pos
         flip = 1.0 - 2.0 * jp.eye(3, dtype=dt)
         ends = (sg[None] * flip * size) @ mat.T + pos
@@ -262,7 +263,7 @@ def _edge_face(edges, evalid, face, count, normal, fvalid):
     fits = evalid[:, None] & fvalid[None] & (sine < EDGE_TOL)
     anyf = jp.any(fits, 0)
     f = jp.argmax(anyf)
-    e = jp.argmin(jp.where(fits[:, f], sine[:, f], 3.0))
+    e = jp.argmin(where(fits[:, f], sine[:, f], 3.0))
     return jp.any(anyf), edges[e], face[f], count[f], normal[f]
 
 
@@ -272,7 +273,7 @@ def _face_face(face1, cnt1, nrm1, fv1, face2, cnt2, nrm2, fv2, margin):
     leaves MuJoCo's single contact."""
     cap = face1.shape[1] + face2.shape[1]
     facing = -(nrm1 @ nrm2.T)
-    facing = jp.where(fv1[:, None] & fv2[None], facing, -3.0)
+    facing = where(fv1[:, None] & fv2[None], facing, -3.0)
     best = jp.argmax(facing.reshape(-1))
     i, j = best // facing.shape[1], best % facing.shape[1]
     ok = facing[i, j] > FACE_TOL
@@ -332,37 +333,37 @@ def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2
     use1 = try1 & ok1
     use2 = try2 & ok2
     kf = max(k1, k2)
-    G = jp.where(use1, multiccd._pad(G2, kf), multiccd._pad(G1, kf))
-    gc = jp.where(use1, gc2, gc1)
-    gn = jp.where(use1, gn2, gn1)
-    E = jp.where(use1, E1, E2)
+    G = where(use1, multiccd._pad(G2, kf), multiccd._pad(G1, kf))
+    gc = where(use1, gc2, gc1)
+    gn = where(use1, gn2, gn1)
+    E = where(use1, E1, E2)
     seg, mult = clip_edge(G, gc, gn, E[0], E[1])
     proj = multiccd._project(seg, gn, G[0])
     ed = (seg - proj) @ gn
     # points above the margin go; of more than two left, the two ends stay; an end cut by
     # the face's side planes counts twice, so a lone cut end gives two equal contacts
-    mult = jp.where(ed <= h1 + h2, mult, 0)
+    mult = where(ed <= h1 + h2, mult, 0)
     total = jp.sum(mult)
     lone = jp.argmax(mult)
     two_same = (total == 2) & (jp.max(mult) == 2)
-    sel = jp.where(two_same, jp.stack([lone, lone]), jp.where(mult[0] > 0, jp.arange(2),
+    sel = where(two_same, jp.stack([lone, lone]), where(mult[0] > 0, jp.arange(2),
                                                               jp.array([1, 0])))
     ecnt = jp.minimum(total, 2)
     seg, proj = seg[sel], proj[sel]
     # geom1's edge: x1 on the edge, normal -n_face; geom2's edge: x2 on the edge, normal n_face
-    ex1 = jp.where(use1, seg, proj)
-    ex2 = jp.where(use1, proj, seg)
-    ed = jp.where(use1, 1.0, -1.0) * jp.sum((ex1 - ex2) * gn, -1)
+    ex1 = where(use1, seg, proj)
+    ex2 = where(use1, proj, seg)
+    ed = where(use1, 1.0, -1.0) * jp.sum((ex1 - ex2) * gn, -1)
 
     pad = lambda x, fill=0.0: multiccd._pad(x, ncon, fill)[:ncon]  # noqa: E731
     is_ff = ff & jp.any(ff_mask)
     is_ef = ~ff & (use1 | use2) & (ecnt > 0)
     rows = jp.arange(ncon)
-    m_dist = jp.where(is_ff, pad(ff_d[:ncon]), pad(ed))
-    m_x1 = jp.where(is_ff, pad(ff_x1[:ncon]), pad(ex1))
-    m_x2 = jp.where(is_ff, pad(ff_x2[:ncon]), pad(ex2))
-    m_mask = jp.where(is_ff, pad(ff_mask[:ncon], False), rows < ecnt)
-    m_normal = jp.where(is_ff, -n2, jp.where(use1, -gn, gn))
+    m_dist = where(is_ff, pad(ff_d[:ncon]), pad(ed))
+    m_x1 = where(is_ff, pad(ff_x1[:ncon]), pad(ex1))
+    m_x2 = where(is_ff, pad(ff_x2[:ncon]), pad(ex2))
+    m_mask = where(is_ff, pad(ff_mask[:ncon], False), rows < ecnt)
+    m_normal = where(is_ff, -n2, where(use1, -gn, gn))
 
     # the half margins back on the points: x1 out along the normal, x2 back against it
     m_x1 = m_x1 + h1 * m_normal
@@ -370,10 +371,10 @@ def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2
     m_dist = m_dist + margin - h1 - h2
     multi = is_ff | is_ef
     single = rows == 0
-    out_dist = jp.where(multi, m_dist, jp.where(single, dist, 0.0))
-    out_pos = jp.where(multi, 0.5 * (m_x1 + m_x2), jp.where(single[:, None], pos, 0.0))
-    out_normal = jp.broadcast_to(jp.where(multi, m_normal, n), (ncon, 3)).astype(dt)
-    valid = (dist <= margin) & jp.where(multi, m_mask, single)
+    out_dist = where(multi, m_dist, where(single, dist, 0.0))
+    out_pos = where(multi, 0.5 * (m_x1 + m_x2), where(single[:, None], pos, 0.0))
+    out_normal = jp.broadcast_to(where(multi, m_normal, n), (ncon, 3)).astype(dt)
+    valid = (dist <= margin) & where(multi, m_mask, single)
     return out_dist, out_pos, out_normal, valid
 
 

@@ -93,6 +93,7 @@ from mjx_lite.collision import (
 )
 from mjx_lite.collision.pairs import PairGroup, pair_groups
 from mjx_lite.collision.types import EMPTY_DIST, Contact, make_frame
+from mjx_lite.math import where
 from mjx_lite.types import Data, DisableBit, EnableBit, GeomType, Model
 
 _G = GeomType
@@ -258,18 +259,18 @@ def _mix(m: Model, g1: np.ndarray, g2: np.ndarray):
     s1 = m.geom_solmix[g1]
     s2 = m.geom_solmix[g2]
     ok1, ok2 = s1 >= MINVAL, s2 >= MINVAL
-    mix = jp.where(ok1 & ok2, s1 / jp.where(ok1 & ok2, s1 + s2, 1.0),
-                   jp.where(~ok1 & ~ok2, 0.5, jp.where(~ok1, 0.0, 1.0)))
+    mix = where(ok1 & ok2, s1 / where(ok1 & ok2, s1 + s2, 1.0),
+                   where(~ok1 & ~ok2, 0.5, where(~ok1, 0.0, 1.0)))
     # priority wins outright: mix 1 takes geom1's values, 0 geom2's
-    mix = jp.where(first, 1.0, jp.where(second, 0.0, mix))[:, None]
+    mix = where(first, 1.0, where(second, 0.0, mix))[:, None]
     ref1, ref2 = m.geom_solref[g1], m.geom_solref[g2]
     standard = (ref1[:, :1] > 0) & (ref2[:, :1] > 0)
     mixed = mix * ref1 + (1 - mix) * ref2
-    solref = jp.where(standard | first[:, None] | second[:, None], mixed,
+    solref = where(standard | first[:, None] | second[:, None], mixed,
                       jp.minimum(ref1, ref2))
     solimp = mix * m.geom_solimp[g1] + (1 - mix) * m.geom_solimp[g2]
     f1, f2 = m.geom_friction[g1], m.geom_friction[g2]
-    fri = jp.where(first[:, None], f1, jp.where(second[:, None], f2, jp.maximum(f1, f2)))
+    fri = where(first[:, None], f1, where(second[:, None], f2, jp.maximum(f1, f2)))
     friction = fri[:, jp.array([0, 0, 1, 2, 2])]
     return condim, friction, solref, solimp
 
@@ -287,12 +288,12 @@ def _params(m: Model, grp: PairGroup):
         e = jp.asarray(explicit)
         e1 = e[:, None]
         condim = np.where(explicit, np.asarray(m.pair_dim)[ipc], condim)
-        friction = jp.where(e1, m.pair_friction[ipc], friction)
-        solref = jp.where(e1, m.pair_solref[ipc], solref)
-        solimp = jp.where(e1, m.pair_solimp[ipc], solimp)
-        solreffriction = jp.where(e1, m.pair_solreffriction[ipc], solreffriction)
-        margin = jp.where(e, m.pair_margin[ipc], margin)
-        gap = jp.where(e, m.pair_gap[ipc], gap)
+        friction = where(e1, m.pair_friction[ipc], friction)
+        solref = where(e1, m.pair_solref[ipc], solref)
+        solimp = where(e1, m.pair_solimp[ipc], solimp)
+        solreffriction = where(e1, m.pair_solreffriction[ipc], solreffriction)
+        margin = where(e, m.pair_margin[ipc], margin)
+        gap = where(e, m.pair_gap[ipc], gap)
     if m.opt.enableflags & EnableBit.OVERRIDE:
         margin = jp.full_like(margin, m.opt.o_margin)
         solref = jp.broadcast_to(m.opt.o_solref, solref.shape)
@@ -315,10 +316,10 @@ def _sphere_cull(m: Model, d: Data, g1, g2, bound_margin):
     # a plane's bound is 0: test the other geom's sphere against the plane's half-space
     pdist = jp.sum(dif * d.geom_xmat[g1][:, :, 2], -1)
     far_plane = pdist > bound_margin + rb2
-    near = ~jp.where(plane1, far_plane & (rb2 > 0), far & (rb1 > 0) & (rb2 > 0))
-    bounded = jp.where(plane1, rb2 > 0, (rb1 > 0) & (rb2 > 0))
-    gap = jp.where(plane1, pdist - rb2, math.safe_norm(dif, axis=-1) - rb1 - rb2)
-    return near, jp.where(bounded, gap, -jp.inf)
+    near = ~where(plane1, far_plane & (rb2 > 0), far & (rb1 > 0) & (rb2 > 0))
+    bounded = where(plane1, rb2 > 0, (rb1 > 0) & (rb2 > 0))
+    gap = where(plane1, pdist - rb2, math.safe_norm(dif, axis=-1) - rb1 - rb2)
+    return near, where(bounded, gap, -jp.inf)
 
 
 def group_contacts(m: Model, d: Data, grp: PairGroup):
@@ -351,7 +352,7 @@ def group_contacts(m: Model, d: Data, grp: PairGroup):
         # the passing pairs whose bounding spheres are closest (as MJX's top-k), so
         # far-apart pairs cost nothing; beyond the cap they are dropped and counted as
         # MuJoCo counts a full contact buffer
-        keep = jp.argsort(jp.where(near, sphere_gap, jp.inf), stable=True)[:nkeep]
+        keep = jp.argsort(where(near, sphere_gap, jp.inf), stable=True)[:nkeep]
         overflow = jp.sum(near) > nkeep
         take = lambda x, keep=keep: None if x is None else jp.asarray(x)[keep]  # noqa: E731
         args = [jax.tree.map(take, a) for a in args]
@@ -403,21 +404,21 @@ def collision(m: Model, d: Data) -> Data:
     cat = {k: jp.concatenate([p[k] for p in parts]) for k in parts[0]}
     v = cat["valid"]
     v1 = v[:, None]
-    geom1 = jp.where(v, cat["geom1"], -1).astype(jp.int32)
-    geom2 = jp.where(v, cat["geom2"], -1).astype(jp.int32)
-    dist = jp.where(v, cat["dist"], EMPTY_DIST)
-    includemargin = jp.where(v, cat["includemargin"], 0.0)
+    geom1 = where(v, cat["geom1"], -1).astype(jp.int32)
+    geom2 = where(v, cat["geom2"], -1).astype(jp.int32)
+    dist = where(v, cat["dist"], EMPTY_DIST)
+    includemargin = where(v, cat["includemargin"], 0.0)
     contact = Contact(
         dist=dist,
-        pos=jp.where(v1, cat["pos"], 0.0),
-        frame=jp.where(v[:, None, None], cat["frame"], jp.eye(3, dtype=dist.dtype)),
+        pos=where(v1, cat["pos"], 0.0),
+        frame=where(v[:, None, None], cat["frame"], jp.eye(3, dtype=dist.dtype)),
         includemargin=includemargin,
-        friction=jp.where(v1, cat["friction"], 0.0),
-        solref=jp.where(v1, cat["solref"], 0.0),
-        solreffriction=jp.where(v1, cat["solreffriction"], 0.0),
-        solimp=jp.where(v1, cat["solimp"], 0.0),
+        friction=where(v1, cat["friction"], 0.0),
+        solref=where(v1, cat["solref"], 0.0),
+        solreffriction=where(v1, cat["solreffriction"], 0.0),
+        solimp=where(v1, cat["solimp"], 0.0),
         mu=jp.zeros_like(dist),
-        dim=jp.where(v, cat["dim"], 0).astype(jp.int32),
+        dim=where(v, cat["dim"], 0).astype(jp.int32),
         geom1=geom1, geom2=geom2, geom=jp.stack([geom1, geom2], -1),
         exclude=(v & (dist >= includemargin)).astype(jp.int32),
         efc_address=jp.full(dist.shape, -1, dtype=jp.int32),

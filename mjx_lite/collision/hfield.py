@@ -37,6 +37,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite.collision import convex, hfield_ccd
+from mjx_lite.math import where
 from mjx_lite.types import GeomType
 
 MAXCONPAIR = 50
@@ -85,11 +86,11 @@ def _segment_meets_prism(pv, a, b):
     for n, v in faces:
         fa, fb = jp.dot(n, a - v), jp.dot(n, b - v)  # <= 0 inside
         den = fa - fb
-        t = fa / jp.where(den == 0, 1.0, den)
+        t = fa / where(den == 0, 1.0, den)
         enters = den > 0  # outside at a, inside later: the interval starts at t
-        t0 = jp.where(enters, jp.maximum(t0, t), t0)
-        t1 = jp.where(den < 0, jp.minimum(t1, t), t1)
-        t1 = jp.where((den == 0) & (fa > 0), -1.0, t1)  # parallel and outside
+        t0 = where(enters, jp.maximum(t0, t), t0)
+        t1 = where(den < 0, jp.minimum(t1, t), t1)
+        t1 = where((den == 0) & (fa > 0), -1.0, t1)  # parallel and outside
     return (t0 <= t1) & (ccw != 0)
 
 
@@ -219,7 +220,7 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
                 lambda pv, f: hfield_ccd.prism_rebuild(pv, *partner, f, smooth=shape,
                                                        margin=qmargin))(prism, found)
             new = (pdist + margin, pnormal, ppos, phit)
-            return tuple(jp.where(mask.reshape(mask.shape + (1,) * (a.ndim - 1)), a, b)
+            return tuple(where(mask.reshape(mask.shape + (1,) * (a.ndim - 1)), a, b)
                          for a, b in zip(new, current))
 
         contact = (dist, normal, cpos, dist <= margin)
@@ -235,7 +236,7 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
         ok = live2 & high & hit
         # the first MAXCONPAIR contacts in visiting order
         rank = jp.cumsum(ok) - 1
-        slot = jp.where(ok & (rank < ncon), rank, ncon)
+        slot = where(ok & (rank < ncon), rank, ncon)
         order = jp.arange(2 * ncell, dtype=jp.int32)
         idx = jp.zeros(ncon, jp.int32).at[slot].set(order, mode="drop")
         valid = jp.zeros(ncon, bool).at[slot].set(True, mode="drop")

@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.math import lanewise
+from mjx_lite.math import lanewise, where
 from mjx_lite.types import GeomType
 
 MINVAL = 1e-15
@@ -113,7 +113,7 @@ def _same(a, b):
 
 def _sdiv(a, b):
     """a / b with a safe denominator where b == 0 (the result is then unused)."""
-    return a / jp.where(b == 0, 1.0, b)
+    return a / where(b == 0, 1.0, b)
 
 
 def _plane_point(v1, v2, v3):
@@ -127,7 +127,7 @@ def _plane_point(v1, v2, v3):
     r1 = n1 * _sdiv(nv1, nn1)[..., None]
     r2 = n2 * _sdiv(nv2, nn2)[..., None]
     r3 = n3 * _sdiv(nv3, nn3)[..., None]
-    r = jp.where(ok1[..., None], r1, jp.where(ok2[..., None], r2, r3))
+    r = where(ok1[..., None], r1, where(ok2[..., None], r2, r3))
     none = (nn1 == 0) | (~ok1 & (nn2 == 0))
     return r, none
 
@@ -143,7 +143,7 @@ def _line_weights(s1, s2):
     ok = _same(mu, c1) & _same(mu, c2) & (dd != 0)
     one = jp.ones((), s1.dtype)
     zero = jp.zeros((), s1.dtype)
-    return jp.stack([jp.where(ok, _sdiv(c1, mu), zero), jp.where(ok, _sdiv(c2, mu), one)])
+    return jp.stack([where(ok, _sdiv(c1, mu), zero), where(ok, _sdiv(c2, mu), one)])
 
 
 def _minors(s1, s2, s3):
@@ -165,8 +165,8 @@ def _proj_areas(v1, v2, v3, p):
     for x, y in ((1, 2), (0, 2), (0, 1)):
         cs.append(jp.stack([_area(p, v2, v3, x, y), _area(p, v3, v1, x, y),
                             _area(p, v1, v2, x, y)]))
-    big = jp.where(sel0, m[0], jp.where(sel1, -m[1], m[2]))
-    c = jp.where(sel0, cs[0], jp.where(sel1, cs[1], cs[2]))
+    big = where(sel0, m[0], where(sel1, -m[1], m[2]))
+    c = where(sel0, cs[0], where(sel1, cs[1], cs[2]))
     return big, c
 
 
@@ -182,8 +182,8 @@ def _best_face(S, inside, sub):
         xx = _dot(x, x)
         take = ~inside[drop] & (xx < dmin)
         new = jp.zeros(n, S[0].dtype).at[np.array(keep)].set(w)
-        lam = jp.where(take, new, lam)
-        dmin = jp.where(take, xx, dmin)
+        lam = where(take, new, lam)
+        dmin = where(take, xx, dmin)
     return lam
 
 
@@ -191,10 +191,10 @@ def _tri_weights(s1, s2, s3):
     p, none = _plane_point(s1, s2, s3)
     big, c = _proj_areas(s1, s2, s3, p)
     inside = _same(big, c)
-    full = _vdiv(c, jp.where(big == 0, 1.0, big))
+    full = _vdiv(c, where(big == 0, 1.0, big))
     best = _best_face([s1, s2, s3], inside, _line_weights)
     lw = jp.concatenate([_line_weights(s1, s2), jp.zeros(1, s1.dtype)])
-    return jp.where(none, lw, jp.where(jp.all(inside), full, best))
+    return where(none, lw, where(jp.all(inside), full, best))
 
 
 def _tet_weights(s1, s2, s3, s4):
@@ -204,7 +204,7 @@ def _tet_weights(s1, s2, s3, s4):
     det = c[0] + c[1] + c[2] + c[3]
     inside = _same(det, c)
     best = _best_face([s1, s2, s3, s4], inside, _tri_weights)
-    return jp.where(jp.all(inside), _vdiv(c, jp.where(det == 0, 1.0, det)), best)
+    return where(jp.all(inside), _vdiv(c, where(det == 0, 1.0, det)), best)
 
 
 # ---- supports
@@ -260,12 +260,12 @@ class Shapes:
             best = jp.zeros((), jp.int32)
         else:
             vals = _dot(self.prism, d)
-            lo = jp.where(d[2] < 0, 0, 3)
+            lo = where(d[2] < 0, 0, 3)
             best, val = lo, vals[lo]
             for k in (1, 2):
                 t = vals[lo + k]
-                best = jp.where(t > val, lo + k, best)
-                val = jp.where(t > val, t, val)
+                best = where(t > val, lo + k, best)
+                val = where(t > val, t, val)
         e = -d
         if self.smooth:
             return self.prism_point(d, best) - self.smooth_point(e), \
@@ -291,23 +291,23 @@ def smooth_core(kind, size, pos, mat, e):
         return pos + size[0] * e
     if kind == "capsule":  # the upper cap's centre for a level or upward u
         loc = u * size[0]
-        loc = loc.at[2].add(jp.where(u[2] >= 0, size[1], -size[1]))
+        loc = loc.at[2].add(where(u[2] >= 0, size[1], -size[1]))
     elif kind == "ellipsoid":
         t = rounded(u * size)
         tt = _dot(t, t)
         # square roots of 0 guarded: unused polytope slots hold zero directions, whose
         # derivative would otherwise be 0 * inf
         big = tt >= MINVAL * MINVAL  # MuJoCo: norm >= mjMINVAL, else the x vertex
-        inv = 1.0 / jp.sqrt(jp.where(big, tt, 1.0))
+        inv = 1.0 / jp.sqrt(where(big, tt, 1.0))
         first = jp.zeros(3, size.dtype).at[0].set(size[0])
-        loc = jp.where(big, t * rounded(inv * size), first)
+        loc = where(big, t * rounded(inv * size), first)
     else:  # cylinder: the rim point along u's radial part (none below mjMINVAL), the
         # top cap for a level or upward u
         r2 = _round1(u[0] * u[0]) + _round1(u[1] * u[1])
         big = r2 > MINVAL * MINVAL
-        scale = size[0] / jp.sqrt(jp.where(big, r2, 1.0))
-        rim = jp.where(big, u[:2] * scale, 0.0)
-        loc = jp.concatenate([rim, jp.where(u[2] >= 0, size[1], -size[1])[None]])
+        scale = size[0] / jp.sqrt(where(big, r2, 1.0))
+        rim = where(big, u[:2] * scale, 0.0)
+        loc = jp.concatenate([rim, where(u[2] >= 0, size[1], -size[1])[None]])
     return jp.stack([_dot(mat[0], loc), _dot(mat[1], loc), _dot(mat[2], loc)]) + pos
 
 
@@ -350,7 +350,7 @@ def _gjk(sh: Shapes, x0):
         xx = _dot(x, x)
         g_end = (k >= KMAX) | (xx < MINVAL * MINVAL)
         xnorm = jp.sqrt(xx)
-        dirn = _vdiv(-x, jp.where(xnorm > 0, xnorm, 1.0))
+        dirn = _vdiv(-x, where(xnorm > 0, xnorm, 1.0))
         w, ia, ib = sh.support(dirn)
         ns = jp.minimum(n, 3)
         SD = st["SD"].at[ns].set(dirn)
@@ -373,14 +373,14 @@ def _gjk(sh: Shapes, x0):
             nv = _cross(S[r] - S[p], S[q] - S[p])
             nn = _dot(nv, nv)
             good = (nn > MINVAL**2) & (nn < MAXVAL**2)
-            nv = jp.where(good, _vdiv(nv, jp.sqrt(jp.where(good, nn, 1.0))), nv)
-            dist.append(jp.where(good, _dot(nv, S[p]), MAXVAL))
+            nv = where(good, _vdiv(nv, jp.sqrt(where(good, nn, 1.0))), nv)
+            dist.append(where(good, _dot(nv, S[p]), MAXVAL))
             nrm.append(nv)
         dist, nrm = jp.stack(dist), jp.stack(nrm)
         w_zero = jp.any(dist == 0)
-        i = jp.where(dist[0] < dist[1], 0, 1)
-        j = jp.where(dist[2] < dist[3], 2, 3)
-        m = jp.where(dist[i] < dist[j], i, j)
+        i = where(dist[0] < dist[1], 0, 1)
+        j = where(dist[2] < dist[3], 2, 3)
+        m = where(dist[i] < dist[j], i, j)
         w_in = ~w_zero & (dist[m] > 0)
         ww, wia, wib = sh.support(nrm[m])
         w_out = ~w_zero & ~w_in & (_dot(nrm[m], ww) < 0)
@@ -396,30 +396,30 @@ def _gjk(sh: Shapes, x0):
         perm2 = perm.at[a1].set(perm[a2]).at[a2].set(perm[a1])
         # -- the sub-distance step (after a GJK iteration, or after an unsure walk)
         do7 = (in_gjk & g_do7) | (in_walk & w_unsure)
-        k7 = jp.where(in_walk, wk, k)
-        S7 = jp.where(in_gjk, SW, st["SW"])
-        A7 = jp.where(in_gjk, SA, st["SA"])
-        B7 = jp.where(in_gjk, SB, st["SB"])
-        D7 = jp.where(in_gjk, SD, st["SD"])
+        k7 = where(in_walk, wk, k)
+        S7 = where(in_gjk, SW, st["SW"])
+        A7 = where(in_gjk, SA, st["SA"])
+        B7 = where(in_gjk, SB, st["SB"])
+        D7 = where(in_gjk, SD, st["SD"])
         lam_t = _tet_weights(S7[0], S7[1], S7[2], S7[3])
         lam_f = jp.concatenate([_tri_weights(S7[0], S7[1], S7[2]), jp.zeros(1, dt)])
         lam_l = jp.concatenate([_line_weights(S7[0], S7[1]), jp.zeros(2, dt)])
         lam_p = jp.array([1.0, 0.0, 0.0, 0.0], dt)
-        lam = jp.where(n == 3, lam_t, jp.where(n == 2, lam_f, jp.where(n == 1, lam_l, lam_p)))
-        lam = jp.where(jp.arange(4) <= n, lam, 0.0)
+        lam = where(n == 3, lam_t, where(n == 2, lam_f, where(n == 1, lam_l, lam_p)))
+        lam = where(jp.arange(4) <= n, lam, 0.0)
         keep = lam != 0
         order = jp.argsort(~keep, stable=True)
         n7 = jp.sum(keep).astype(jp.int32)
-        lk = jp.where(keep, lam, 0.0)
+        lk = where(keep, lam, 0.0)
         xn = _wsum(lk, S7)
         s_same = jp.all(jp.abs(xn - x) < MINVAL)
         s_done = s_same | (n7 == 4)
         # -- merge
-        xnorm_g = jp.where(in_gjk & ~g_end, xnorm, st["xnorm"])
+        xnorm_g = where(in_gjk & ~g_end, xnorm, st["xnorm"])
         new = dict(st)
         new["steps"] = st["steps"] + 1
         # GJK phase
-        n_g = jp.where(g_sep1, jp.where(k == 0, 1, n), n)
+        n_g = where(g_sep1, where(k == 0, 1, n), n)
         # results
         end_gjk = in_gjk & g_done
         end_walk_in = in_walk & w_in
@@ -430,36 +430,36 @@ def _gjk(sh: Shapes, x0):
         new["ok"] = ok_gjk | ok7 | end_walk_in
         finished = end_gjk | end_walk_in | end_walk_out | end7
         enter = in_gjk & g_walk & ~g_done
-        new["phase"] = jp.where(finished, 2, jp.where(enter, 1, jp.where(do7, 0, phase)))
+        new["phase"] = where(finished, 2, where(enter, 1, where(do7, 0, phase)))
         new["xnorm"] = xnorm_g
         # simplex: GJK's after its support (and compaction after step 7)
         SWc, SAc, SBc, SDc = S7[order], A7[order], B7[order], D7[order]
-        new["SD"] = jp.where(do7, SDc, jp.where(in_gjk, SD, st["SD"]))
-        new["SW"] = jp.where(do7, SWc, jp.where(in_gjk, SW, st["SW"]))
-        new["SA"] = jp.where(do7, SAc, jp.where(in_gjk, SA, st["SA"]))
-        new["SB"] = jp.where(do7, SBc, jp.where(in_gjk, SB, st["SB"]))
-        new["n"] = jp.where(do7, n7, jp.where(in_gjk, n_g, n))
-        new["x"] = jp.where(do7 & ~s_same, xn, x)
-        new["k"] = jp.where(do7 & ~s_done, k7 + 1, jp.where(do7, k7, k))
+        new["SD"] = where(do7, SDc, where(in_gjk, SD, st["SD"]))
+        new["SW"] = where(do7, SWc, where(in_gjk, SW, st["SW"]))
+        new["SA"] = where(do7, SAc, where(in_gjk, SA, st["SA"]))
+        new["SB"] = where(do7, SBc, where(in_gjk, SB, st["SB"]))
+        new["n"] = where(do7, n7, where(in_gjk, n_g, n))
+        new["x"] = where(do7 & ~s_same, xn, x)
+        new["k"] = where(do7 & ~s_done, k7 + 1, where(do7, k7, k))
         new["walk"] = st["walk"] & ~(in_walk & w_unsure)
         # walk state: entered from GJK (flip a negative tetrahedron), or stepped
         a, b, c, d = SW[0], SW[1], SW[2], SW[3]
         flip = _dot(_cross(b - a, c - a), d - a) < 0
-        fp = jp.where(flip, jp.array([1, 0, 2, 3]), jp.arange(4))
-        new["WW"] = jp.where(enter, SW[fp], jp.where(in_walk, WW, st["WW"]))
-        new["WA"] = jp.where(enter, SA[fp], jp.where(in_walk, WA, st["WA"]))
-        new["WB"] = jp.where(enter, SB[fp], jp.where(in_walk, WB, st["WB"]))
-        new["WD"] = jp.where(enter, SD[fp], jp.where(in_walk, WD, st["WD"]))
-        new["perm"] = jp.where(enter, jp.arange(4, dtype=jp.int32),
-                               jp.where(in_walk, perm2, perm))
-        new["wk"] = jp.where(enter, k, jp.where(in_walk, wk + 1, wk))
+        fp = where(flip, jp.array([1, 0, 2, 3]), jp.arange(4))
+        new["WW"] = where(enter, SW[fp], where(in_walk, WW, st["WW"]))
+        new["WA"] = where(enter, SA[fp], where(in_walk, WA, st["WA"]))
+        new["WB"] = where(enter, SB[fp], where(in_walk, WB, st["WB"]))
+        new["WD"] = where(enter, SD[fp], where(in_walk, WD, st["WD"]))
+        new["perm"] = where(enter, jp.arange(4, dtype=jp.int32),
+                               where(in_walk, perm2, perm))
+        new["wk"] = where(enter, k, where(in_walk, wk + 1, wk))
         # the tetrahedron handed to EPA: the walk's (in its order) or GJK's
-        new["TA"] = jp.where(end_walk_in, st["WA"][perm], jp.where(ok7, SAc, st["TA"]))
-        new["TB"] = jp.where(end_walk_in, st["WB"][perm], jp.where(ok7, SBc, st["TB"]))
-        new["TD"] = jp.where(end_walk_in, st["WD"][perm], jp.where(ok7, SDc, st["TD"]))
-        new["TA"] = jp.where(ok_gjk, st["SA"], new["TA"])
-        new["TB"] = jp.where(ok_gjk, st["SB"], new["TB"])
-        new["TD"] = jp.where(ok_gjk, st["SD"], new["TD"])
+        new["TA"] = where(end_walk_in, st["WA"][perm], where(ok7, SAc, st["TA"]))
+        new["TB"] = where(end_walk_in, st["WB"][perm], where(ok7, SBc, st["TB"]))
+        new["TD"] = where(end_walk_in, st["WD"][perm], where(ok7, SDc, st["TD"]))
+        new["TA"] = where(ok_gjk, st["SA"], new["TA"])
+        new["TB"] = where(ok_gjk, st["SB"], new["TB"])
+        new["TD"] = where(ok_gjk, st["SD"], new["TD"])
         return new
 
     st = jax.lax.while_loop(lambda s: (s["phase"] != 2) & (s["steps"] < GJK_STEPS), body,
@@ -477,8 +477,8 @@ _TET_ADJ = np.array([[1, 3, 2], [2, 3, 0], [0, 3, 1], [2, 0, 1]], np.int32)
 def _face_vec(W, fv):
     """MuJoCo's face record: (v, d2) from the face's vertex ids (a, b, c)."""
     v, none = _plane_point(W[fv[..., 2]], W[fv[..., 1]], W[fv[..., 0]])
-    v = jp.where(none[..., None], 0.0, v)
-    return v, jp.where(none, 0.0, _dot(v, v))
+    v = where(none[..., None], 0.0, v)
+    return v, where(none, 0.0, _dot(v, v))
 
 
 def _epa(sh: Shapes, TA, TB, TD, nv_cap: int, nf_cap: int):
@@ -508,21 +508,21 @@ def _epa(sh: Shapes, TA, TB, TD, nv_cap: int, nf_cap: int):
               FD2=FD2, FIDX=FIDX, MAP=MAP, nmap=jp.array(4, jp.int32),
               nf=jp.array(4, jp.int32), face=jp.array(-1, jp.int32),
               upper=jp.array(MAXVAL, dt), upper2=jp.array(MAXVAL, dt),
-              status=jp.where(bad0, 2, 0).astype(jp.int32), it=jp.zeros((), jp.int32))
+              status=where(bad0, 2, 0).astype(jp.int32), it=jp.zeros((), jp.int32))
 
     def delete(FIDX, MAP, nmap, fi, active):
         idx = FIDX[fi]
         inmap = active & (idx >= 0)
         last = MAP[jp.maximum(nmap - 1, 0)]
-        nmap2 = jp.where(inmap, nmap - 1, nmap)
+        nmap2 = where(inmap, nmap - 1, nmap)
         move = inmap & (idx < nmap2)
-        MAP = jp.where(move, MAP.at[jp.maximum(idx, 0)].set(last), MAP)
-        FIDX = jp.where(move, FIDX.at[last].set(idx), FIDX)
-        FIDX = jp.where(active, FIDX.at[fi].set(-2), FIDX)
+        MAP = where(move, MAP.at[jp.maximum(idx, 0)].set(last), MAP)
+        FIDX = where(move, FIDX.at[last].set(idx), FIDX)
+        FIDX = where(active, FIDX.at[fi].set(-2), FIDX)
         return FIDX, MAP, nmap2
 
     def edge_of(FV, g, vert):
-        return jp.where(FV[g, 0] == vert, 0, jp.where(FV[g, 1] == vert, 1, 2)).astype(jp.int32)
+        return where(FV[g, 0] == vert, 0, where(FV[g, 1] == vert, 1, 2)).astype(jp.int32)
 
     def horizon(FV, FADJ, FVEC, FD2, FIDX, MAP, nmap, face, w, active):
         """The depth-first walk over the faces that w sees, from ``face``."""
@@ -530,7 +530,7 @@ def _epa(sh: Shapes, TA, TB, TD, nv_cap: int, nf_cap: int):
         i0 = jp.zeros(scap, jp.int32)
         ds = dict(FIDX=FIDX, MAP=MAP, nmap=nmap,
                   SF=i0.at[0].set(face), SE=i0.at[0].set(2), SK=i0.at[0].set(1),
-                  SKE=i0.at[0].set(3), sp=jp.where(active, 1, 0).astype(jp.int32),
+                  SKE=i0.at[0].set(3), sp=where(active, 1, 0).astype(jp.int32),
                   HG=jp.zeros(hcap, jp.int32), HE=jp.zeros(hcap, jp.int32),
                   ne=jp.zeros((), jp.int32), over=jp.zeros((), bool))
 
@@ -546,23 +546,23 @@ def _epa(sh: Shapes, TA, TB, TD, nv_cap: int, nf_cap: int):
             push = alive & vis
             hor = alive & ~vis
             out = dict(ds)
-            out["SK"] = jp.where(pop, ds["SK"], ds["SK"].at[top].set(k + 1))
+            out["SK"] = where(pop, ds["SK"], ds["SK"].at[top].set(k + 1))
             FIDX2, MAP2, nmap2 = delete(ds["FIDX"], ds["MAP"], ds["nmap"], g, push)
             out["FIDX"], out["MAP"], out["nmap"] = FIDX2, MAP2, nmap2
             sp = ds["sp"]
             over = (push & (sp >= scap)) | (hor & (ds["ne"] >= hcap))
             spc = jp.minimum(sp, scap - 1)
-            out["SF"] = jp.where(push, out["SF"].at[spc].set(g), out["SF"])
-            out["SE"] = jp.where(push, out["SE"].at[spc].set(ge), out["SE"])
-            out["SK"] = jp.where(push, out["SK"].at[spc].set(1), out["SK"])
-            out["SKE"] = jp.where(push, out["SKE"].at[spc].set(2), out["SKE"])
-            out["sp"] = jp.where(pop, sp - 1, jp.where(push, jp.minimum(sp + 1, scap), sp))
+            out["SF"] = where(push, out["SF"].at[spc].set(g), out["SF"])
+            out["SE"] = where(push, out["SE"].at[spc].set(ge), out["SE"])
+            out["SK"] = where(push, out["SK"].at[spc].set(1), out["SK"])
+            out["SKE"] = where(push, out["SKE"].at[spc].set(2), out["SKE"])
+            out["sp"] = where(pop, sp - 1, where(push, jp.minimum(sp + 1, scap), sp))
             nec = jp.minimum(ds["ne"], hcap - 1)
-            out["HG"] = jp.where(hor, ds["HG"].at[nec].set(g), ds["HG"])
-            out["HE"] = jp.where(hor, ds["HE"].at[nec].set(ge), ds["HE"])
-            out["ne"] = jp.where(hor, jp.minimum(ds["ne"] + 1, hcap), ds["ne"])
+            out["HG"] = where(hor, ds["HG"].at[nec].set(g), ds["HG"])
+            out["HE"] = where(hor, ds["HE"].at[nec].set(ge), ds["HE"])
+            out["ne"] = where(hor, jp.minimum(ds["ne"] + 1, hcap), ds["ne"])
             out["over"] = ds["over"] | over
-            out["sp"] = jp.where(over, 0, out["sp"])
+            out["sp"] = where(over, 0, out["sp"])
             return out
 
         ds = jax.lax.while_loop(lambda s: s["sp"] > 0, step, lanewise(ds, w))
@@ -571,25 +571,25 @@ def _epa(sh: Shapes, TA, TB, TD, nv_cap: int, nf_cap: int):
     def body(st):
         prev = st["face"]
         live = jp.arange(nf_cap) < st["nmap"]
-        md = jp.where(live, st["FD2"][st["MAP"]], jp.inf)
+        md = where(live, st["FD2"][st["MAP"]], jp.inf)
         jm = jp.argmin(md)
         found = md[jm] < MAXVAL
-        face = jp.where(found, st["MAP"][jm], prev)
-        lower2 = jp.where(found, md[jm], MAXVAL)
+        face = where(found, st["MAP"][jm], prev)
+        lower2 = where(found, md[jm], MAXVAL)
         stop1 = (lower2 > st["upper2"]) | (face < 0)
         stop2 = ~stop1 & (lower2 <= 0)
         go = ~stop1 & ~stop2
         fc = jp.maximum(face, 0)
         fvec = st["FVEC"][fc]
-        lower = jp.sqrt(jp.where(go, lower2, 1.0))
+        lower = jp.sqrt(where(go, lower2, 1.0))
         dirn = _vdiv(fvec, lower)
         w, ia, ib = sh.support(dirn)
         nv = st["nv"]
         wi = jp.minimum(nv, nv_cap - 1)
         uk = _dot(fvec, w) / lower
         better = uk < st["upper"]
-        upper = jp.where(go & better, uk, st["upper"])
-        upper2 = jp.where(go & better, uk * uk, st["upper2"])
+        upper = where(go & better, uk, st["upper"])
+        upper2 = where(go & better, uk * uk, st["upper2"])
         if sh.soft:
             stop3 = go & (uk - lower < TOL)
             stop4 = jp.zeros((), bool)
@@ -613,7 +613,7 @@ def _epa(sh: Shapes, TA, TB, TD, nv_cap: int, nf_cap: int):
         FV = st["FV"]
         ha, hb = FV[g, ge], FV[g, (ge + 1) % 3]
         nfv = jp.stack([jp.full(hcap, wi, jp.int32), hb, ha], -1)
-        prv = jp.where(hi == 0, nf + ne - 1, nf + hi - 1)
+        prv = where(hi == 0, nf + ne - 1, nf + hi - 1)
         nxt = nf + (hi + 1) % jp.maximum(ne, 1)
         nadj = jp.stack([prv, g, nxt], -1).astype(jp.int32)
         nvec, nd2 = _face_vec(VW, nfv)
@@ -621,31 +621,31 @@ def _epa(sh: Shapes, TA, TB, TD, nv_cap: int, nf_cap: int):
         bad = (ne < 3) | jp.any(hl & (nd2 == 0)) | over
         inmap = hl & (lower2 <= nd2) & (nd2 <= upper2)
         rank = (jp.cumsum(inmap) - 1).astype(jp.int32)
-        slot = jp.where(hl, nf + hi, nf_cap)  # out of range: dropped
-        mslot = jp.where(inmap, ds["nmap"] + rank, nf_cap)
-        FADJ = st["FADJ"].at[jp.where(hl, g, nf_cap), ge].set(nf + hi, mode="drop")
+        slot = where(hl, nf + hi, nf_cap)  # out of range: dropped
+        mslot = where(inmap, ds["nmap"] + rank, nf_cap)
+        FADJ = st["FADJ"].at[where(hl, g, nf_cap), ge].set(nf + hi, mode="drop")
         FADJ = FADJ.at[slot].set(nadj, mode="drop")
         FV2 = FV.at[slot].set(nfv, mode="drop")
         FVEC = st["FVEC"].at[slot].set(nvec, mode="drop")
         FD2 = st["FD2"].at[slot].set(nd2, mode="drop")
-        FIDX = ds["FIDX"].at[slot].set(jp.where(inmap, ds["nmap"] + rank, -1), mode="drop")
+        FIDX = ds["FIDX"].at[slot].set(where(inmap, ds["nmap"] + rank, -1), mode="drop")
         MAP = ds["MAP"].at[mslot].set(nf + hi, mode="drop")
         nmap = ds["nmap"] + jp.sum(inmap).astype(jp.int32)
         ok_exp = expand & ~bad
         new = dict(st)
-        sel = lambda a, b: jp.where(ok_exp, a, b)  # noqa: E731
+        sel = lambda a, b: where(ok_exp, a, b)  # noqa: E731
         new.update(FADJ=sel(FADJ, st["FADJ"]), FV=sel(FV2, FV), FVEC=sel(FVEC, st["FVEC"]),
                    FD2=sel(FD2, st["FD2"]), FIDX=sel(FIDX, st["FIDX"]), MAP=sel(MAP, st["MAP"]),
                    nmap=sel(nmap, st["nmap"]), nf=sel(nf + ne, nf))
-        new["VW"], new["VA"], new["VB"] = (jp.where(go, VW, st["VW"]), jp.where(go, VA, st["VA"]),
-                                           jp.where(go, VB, st["VB"]))
-        new["VD"] = jp.where(go, VD, st["VD"])
-        new["nv"] = jp.where(go, jp.minimum(nv + 1, nv_cap), nv)
+        new["VW"], new["VA"], new["VB"] = (where(go, VW, st["VW"]), where(go, VA, st["VA"]),
+                                           where(go, VB, st["VB"]))
+        new["VD"] = where(go, VD, st["VD"])
+        new["nv"] = where(go, jp.minimum(nv + 1, nv_cap), nv)
         new["upper"], new["upper2"] = upper, upper2
-        new["face"] = jp.where(stop1, prev, face)
+        new["face"] = where(stop1, prev, face)
         empty = ok_exp & (nmap == 0)
         done = stop1 | stop2 | stop3 | stop4 | empty
-        new["status"] = jp.where(expand & bad, 2, jp.where(done, 1, 0)).astype(jp.int32)
+        new["status"] = where(expand & bad, 2, where(done, 1, 0)).astype(jp.int32)
         new["it"] = st["it"] + 1
         return new
 
@@ -662,17 +662,17 @@ def _epa(sh: Shapes, TA, TB, TD, nv_cap: int, nf_cap: int):
 def _contact(A, B):
     W = A - B
     v, none = _plane_point(W[2], W[1], W[0])
-    v = jp.where(none, 0.0, v)
+    v = where(none, 0.0, v)
     big, c = _proj_areas(W[0], W[1], W[2], v)
-    lam = _vdiv(c, jp.where(big == 0, 1.0, big))
+    lam = _vdiv(c, where(big == 0, 1.0, big))
     x1, x2 = _wsum(lam, A), _wsum(lam, B)
     d2 = _dot(v, v)
     pos_d = d2 > 0
-    dist = -jp.where(pos_d, jp.sqrt(jp.where(pos_d, d2, 1.0)), 0.0)
+    dist = -where(pos_d, jp.sqrt(where(pos_d, d2, 1.0)), 0.0)
     n = x1 - x2
     nn = _dot(n, n)
     pos_n = nn > 0
-    n = _vdiv(n, jp.where(pos_n, jp.sqrt(jp.where(pos_n, nn, 1.0)), 1.0))
+    n = _vdiv(n, where(pos_n, jp.sqrt(where(pos_n, nn, 1.0)), 1.0))
     return dist, n, 0.5 * (x1 + x2), ~none & (big != 0) & pos_n
 
 

@@ -34,6 +34,7 @@ from jax import lax
 
 from mjx_lite import math
 from mjx_lite.collision import convex
+from mjx_lite.math import where
 from mjx_lite.types import GeomType
 
 # faces facing each other: n1 . n2 < -FACE_TOL; an edge in a face: |u . n| < EDGE_TOL
@@ -128,8 +129,8 @@ def faces_at(table, vertex):
     face, facenum, normal, _, vpoly = table
     ids = vpoly[vertex]
     real = ids < face.shape[0]
-    ids = jp.where(real, ids, 0)
-    return face[ids], jp.where(real, facenum[ids], 0), normal[ids]
+    ids = where(real, ids, 0)
+    return face[ids], where(real, facenum[ids], 0), normal[ids]
 
 
 def _side_planes(face, cnt, normal):
@@ -137,12 +138,12 @@ def _side_planes(face, cnt, normal):
     edges (k >= cnt) are masked by the caller."""
     K = face.shape[0]
     k = jp.arange(K)
-    nxt = face[jp.where(k + 1 < cnt, k + 1, 0)]
+    nxt = face[where(k + 1 < cnt, k + 1, 0)]
     side = math.cross(nxt - face, normal)
     kmask = k < cnt
-    center = jp.sum(jp.where(kmask[:, None], face, 0.0), 0) / jp.maximum(cnt, 1)
+    center = jp.sum(where(kmask[:, None], face, 0.0), 0) / jp.maximum(cnt, 1)
     flip = jp.sum((center - face) * side, -1) > 0
-    return jp.where(flip[:, None], -side, side), kmask
+    return where(flip[:, None], -side, side), kmask
 
 
 def clip_polygon(face, cnt, normal, subject, scnt, cap: int):
@@ -161,22 +162,22 @@ def clip_polygon(face, cnt, normal, subject, scnt, cap: int):
     i = jp.arange(cap)
     for e in range(face.shape[0]):
         a, s = face[e], side[e]
-        q = pts[jp.where(i + 1 < n, i + 1, 0)]
+        q = pts[where(i + 1 < n, i + 1, 0)]
         dp = jp.sum((pts - a) * s, -1)
         dq = jp.sum((q - a) * s, -1)
         live = i < n
         cross = live & ((dp > 0) != (dq > 0))
-        den = jp.where(cross, dp - dq, 1.0)
+        den = where(cross, dp - dq, 1.0)
         inter = pts + (dp / den)[:, None] * (q - pts)
         keep_q = live & (dq <= 0)
         cand = jp.stack([inter, q], 1).reshape(-1, 3)
         cmask = jp.stack([cross, keep_q], 1).reshape(-1)
         rank = jp.cumsum(cmask) - 1
-        slot = jp.where(cmask & (rank < cap), rank, cap)
+        slot = where(cmask & (rank < cap), rank, cap)
         new = jp.zeros((cap, 3), pts.dtype).at[slot].set(cand, mode="drop")
         newn = jp.minimum(jp.sum(cmask), cap)
-        pts = jp.where(kmask[e], new, pts)
-        n = jp.where(kmask[e], newn, n)
+        pts = where(kmask[e], new, pts)
+        n = where(kmask[e], newn, n)
     return pts, n
 
 
@@ -188,9 +189,9 @@ def clip_interval(face, cnt, normal, a, b):
     db = jp.sum((b - face) * side, -1)
     out_a, out_b = da > 0, db > 0
     cross = kmask & (out_a != out_b)
-    t = da / jp.where(cross, da - db, 1.0)
-    lo = jp.max(jp.where(cross & out_a, t, 0.0))
-    hi = jp.min(jp.where(cross & out_b, t, 1.0))
+    t = da / where(cross, da - db, 1.0)
+    lo = jp.max(where(cross & out_a, t, 0.0))
+    hi = jp.min(where(cross & out_b, t, 1.0))
     empty = jp.any(kmask & out_a & out_b) | (lo > hi)
     pts = jp.stack([a + lo * (b - a), a + hi * (b - a)])
     return pts, lo, hi, empty
@@ -216,7 +217,7 @@ def _keep4(x1, x2, mask):
 def compact(x, mask, cap: int):
     """The rows of x (n, ...) where mask, in order, padded to ``cap`` rows; and their count."""
     rank = jp.cumsum(mask) - 1
-    slot = jp.where(mask & (rank < cap), rank, cap)
+    slot = where(mask & (rank < cap), rank, cap)
     out = jp.zeros((cap, *x.shape[1:]), x.dtype).at[slot].set(x, mode="drop")
     return out, jp.minimum(jp.sum(mask), cap)
 
@@ -244,27 +245,27 @@ def polygon_quad(p, cnt, cap: int, skip=False):
     def step(st):
         a, b, c, d, m, res, phase, done, k = st
         nxt = lambda x: (x + 1) % n  # noqa: E731
-        cand = jp.where(phase == 0, jp.stack([a, b, c, nxt(d)]),
-                        jp.where(phase == 1, jp.stack([a, b, nxt(c), d]),
+        cand = where(phase == 0, jp.stack([a, b, c, nxt(d)]),
+                        where(phase == 1, jp.stack([a, b, nxt(c), d]),
                                  jp.stack([a, nxt(b), c, d])))
         val = area(cand)
         trying = (phase <= 2) & ~done
         acc = trying & (val > m)
         # phase 3 closes a first corner: move b (and c, d) off a, then take the next a
-        b3 = jp.where(b == a, nxt(b), b)
-        c3 = jp.where((b == a) & (c == b3), nxt(c), c)
-        d3 = jp.where((b == a) & (c == b3) & (c3 != c) & (d == c3), nxt(d), d)
+        b3 = where(b == a, nxt(b), b)
+        c3 = where((b == a) & (c == b3), nxt(c), c)
+        d3 = where((b == a) & (c == b3) & (c3 != c) & (d == c3), nxt(d), d)
         close = (phase == 3) & ~done
-        a2 = jp.where(close, a + 1, a)
-        b2 = jp.where(acc, cand[1], jp.where(close, b3, b))
-        c2 = jp.where(acc, cand[2], jp.where(close, c3, c))
-        d2 = jp.where(acc, cand[3], jp.where(close, d3, d))
-        m2 = jp.where(acc, val, m)
-        res2 = jp.where(acc, cand, res)
-        phase2 = jp.where(done, phase, jp.where(
-            phase == 0, jp.where(acc, 1, 3), jp.where(
-                phase == 1, jp.where(acc, 1, 2), jp.where(
-                    phase == 2, jp.where(acc, 2, 0), 0))))
+        a2 = where(close, a + 1, a)
+        b2 = where(acc, cand[1], where(close, b3, b))
+        c2 = where(acc, cand[2], where(close, c3, c))
+        d2 = where(acc, cand[3], where(close, d3, d))
+        m2 = where(acc, val, m)
+        res2 = where(acc, cand, res)
+        phase2 = where(done, phase, where(
+            phase == 0, where(acc, 1, 3), where(
+                phase == 1, where(acc, 1, 2), where(
+                    phase == 2, where(acc, 2, 0), 0))))
         done2 = done | (close & (a2 >= n))
         i32 = lambda x: x.astype(jp.int32)  # noqa: E731
         return (i32(a2), i32(b2), i32(c2), i32(d2), m2, i32(res2), i32(phase2), done2,
@@ -284,7 +285,7 @@ def polygon_quad(p, cnt, cap: int, skip=False):
 def _backwards(face, cnt):
     """The first ``cnt`` corners of ``face`` (K, 3) in reverse order, the padding kept."""
     i = jp.arange(face.shape[0])
-    return face[jp.where(i < cnt, cnt - 1 - i, i)]
+    return face[where(i < cnt, cnt - 1 - i, i)]
 
 
 def _project(p, normal, origin):
@@ -307,7 +308,7 @@ def _polytope(gtype, size, verts, table):
 def _feature(v, valid, direction, size):
     """The support set of v (V, 3) along ``direction`` (geom frame): its first three vertices
     by support value and how many of them share the maximum (1 vertex, 2 edge, 3 face)."""
-    s = lax.stop_gradient(jp.where(valid, v @ direction, -jp.inf))
+    s = lax.stop_gradient(where(valid, v @ direction, -jp.inf))
     # three argmaxes: XLA's CPU top_k sorts the whole vertex array
     ids, top = [], []
     for _ in range(3):
@@ -326,7 +327,7 @@ def _candidates(face, facenum, vpoly, ids, dim):
     first vertex's polygons."""
     poly = vpoly[ids[0]]
     real = poly < face.shape[0]
-    poly = jp.where(real, poly, 0)
+    poly = where(real, poly, 0)
     corners = face[poly]
     live = jp.arange(face.shape[1])[None] < facenum[poly][:, None]
 
@@ -342,11 +343,11 @@ def _edges(face, facenum, poly, mask, ids, dim):
     corners = face[poly]
     cnt = facenum[poly]
     at = jp.argmax(corners == ids[0], axis=1)
-    prev = corners[jp.arange(poly.shape[0]), jp.where(at == 0, cnt - 1, at - 1)]
+    prev = corners[jp.arange(poly.shape[0]), where(at == 0, cnt - 1, at - 1)]
     slot0 = jp.arange(poly.shape[0]) == 0
     start = jp.full(poly.shape, ids[0])
-    end = jp.where(dim == 2, jp.where(slot0, ids[1], ids[0]), prev)
-    ok = jp.where(dim == 2, slot0, mask & (cnt > 0)) & (dim < 3)
+    end = where(dim == 2, where(slot0, ids[1], ids[0]), prev)
+    ok = where(dim == 2, slot0, mask & (cnt > 0)) & (dim < 3)
     return start, end, ok
 
 
@@ -355,7 +356,7 @@ def _edge_in_face(v_e, e_start, e_end, e_ok, mat_e, n_f, f_ok):
     face slot, edge slot). n_f: world face normals (Qf, 3)."""
     u = (v_e[e_end] - v_e[e_start]) @ mat_e.T
     ln = math.safe_norm(u, axis=-1)
-    u = u / jp.where(ln > MINVAL, ln, 1.0)[:, None]
+    u = u / where(ln > MINVAL, ln, 1.0)[:, None]
     lies = (jp.abs(n_f @ u.T) < EDGE_TOL) & f_ok[:, None] & (e_ok & (ln > MINVAL))[None]
     flat = jp.argmax(lies.reshape(-1))
     return jp.any(lies), flat // lies.shape[1], flat % lies.shape[1]
@@ -378,7 +379,7 @@ def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2
     # face-face: the most opposed candidate pair
     opp = lax.stop_gradient(wn1 @ wn2.T)
     pair_ok = cand1[:, None] & cand2[None, :] & (opp < -FACE_TOL)
-    flat = jp.argmin(jp.where(pair_ok, opp, jp.inf).reshape(-1))
+    flat = jp.argmin(where(pair_ok, opp, jp.inf).reshape(-1))
     i1, i2 = poly1[flat // opp.shape[1]], poly2[flat % opp.shape[1]]
     face_face = jp.any(pair_ok)
 
@@ -389,8 +390,8 @@ def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2
     found21, f21, k21 = _edge_in_face(v2, s2, e2, eok2, mat2, lax.stop_gradient(wn1), cand1)
     edge_face = ~face_face & (found12 | found21)
     on2 = found12  # the face is geom2's (geom1's edge lies in it)
-    i1 = jp.where(face_face, i1, poly1[f21])
-    i2 = jp.where(face_face, i2, poly2[f12])
+    i1 = where(face_face, i1, poly1[f21])
+    i2 = where(face_face, i2, poly2[f12])
     F1, k1, n1 = v1[face1[i1]] @ mat1.T + pos1, fnum1[i1], mat1 @ nrm1[i1]
     F2, k2, n2 = v2[face2[i2]] @ mat2.T + pos2, fnum2[i2], mat2 @ nrm2[i2]
 
@@ -406,33 +407,33 @@ def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2
     ff_mask = jp.arange(cap) < cnt
 
     # edge-face: the edge clipped by the face
-    ea = jp.where(on2, mat1 @ v1[s1[k12]] + pos1, mat2 @ v2[s2[k21]] + pos2)
-    eb = jp.where(on2, mat1 @ v1[e1[k12]] + pos1, mat2 @ v2[e2[k21]] + pos2)
-    Ff = jp.where(on2, _pad(F2, F1.shape[0]), _pad(F1, F2.shape[0]))
-    kf = jp.where(on2, k2, k1)
-    nf = jp.where(on2, n2, n1)
+    ea = where(on2, mat1 @ v1[s1[k12]] + pos1, mat2 @ v2[s2[k21]] + pos2)
+    eb = where(on2, mat1 @ v1[e1[k12]] + pos1, mat2 @ v2[e2[k21]] + pos2)
+    Ff = where(on2, _pad(F2, F1.shape[0]), _pad(F1, F2.shape[0]))
+    kf = where(on2, k2, k1)
+    nf = where(on2, n2, n1)
     # MuJoCo clips the edge as a closed two-corner polygon: an end cut by a side plane
     # comes out twice, so a lone cut end left under the margin gives two equal contacts
     # (measured in models/collision_scene.xml's settled pile, box 2 on mesh 27)
     seg, lo, hi, empty = clip_interval(Ff, kf, nf, ea, eb)
-    mult = jp.where(empty, 0, 1 + jp.stack([lo > 0, hi < 1]).astype(jp.int32))
+    mult = where(empty, 0, 1 + jp.stack([lo > 0, hi < 1]).astype(jp.int32))
     proj = _project(seg, nf, Ff[0])
-    ef_x1 = jp.where(on2, seg, proj)
-    ef_x2 = jp.where(on2, proj, seg)
-    ef_n = jp.where(on2, -n2, n1)
-    mult = jp.where(jp.sum((ef_x2 - ef_x1) * ef_n, -1) <= margin, mult, 0)
+    ef_x1 = where(on2, seg, proj)
+    ef_x2 = where(on2, proj, seg)
+    ef_n = where(on2, -n2, n1)
+    mult = where(jp.sum((ef_x2 - ef_x1) * ef_n, -1) <= margin, mult, 0)
     total = jp.sum(mult)
     lone = jp.argmax(mult)
     two_same = (total == 2) & (jp.max(mult) == 2)
-    sel = jp.where(two_same, jp.stack([lone, lone]),
-                   jp.where(mult[0] > 0, jp.arange(2), jp.array([1, 0])))
+    sel = where(two_same, jp.stack([lone, lone]),
+                   where(mult[0] > 0, jp.arange(2), jp.array([1, 0])))
     ef_x1, ef_x2 = ef_x1[sel], ef_x2[sel]
     ef_mask = jp.arange(2) < jp.minimum(total, 2)
 
-    x1 = jp.where(face_face, ff_x1, _pad(ef_x1, cap))
-    x2 = jp.where(face_face, ff_x2, _pad(ef_x2, cap))
-    mask = jp.where(face_face, ff_mask, _pad(ef_mask, cap, False))
-    mn = jp.where(face_face, -n2, ef_n)
+    x1 = where(face_face, ff_x1, _pad(ef_x1, cap))
+    x2 = where(face_face, ff_x2, _pad(ef_x2, cap))
+    mask = where(face_face, ff_mask, _pad(ef_mask, cap, False))
+    mn = where(face_face, -n2, ef_n)
     d = jp.sum((x2 - x1) * mn, -1)
     mask = mask & (d <= margin)
     q1, q2, qmask = _keep4(x1, x2, mask)
@@ -441,10 +442,10 @@ def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2
 
     multi = (face_face | edge_face) & jp.any(qmask)
     single = jp.arange(NCON) == 0
-    out_dist = jp.where(multi, qd, jp.where(single, dist, 0.0))
-    out_pos = jp.where(multi, qpos, jp.where(single[:, None], pos, 0.0))
-    valid = (dist <= margin) & jp.where(multi, qmask, single)
-    normal = jp.broadcast_to(jp.where(multi, mn, n), (NCON, 3))
+    out_dist = where(multi, qd, where(single, dist, 0.0))
+    out_pos = where(multi, qpos, where(single[:, None], pos, 0.0))
+    valid = (dist <= margin) & where(multi, qmask, single)
+    normal = jp.broadcast_to(where(multi, mn, n), (NCON, 3))
     return out_dist, out_pos, normal, valid
 
 

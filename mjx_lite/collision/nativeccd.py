@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jp
 
 from mjx_lite.collision import convex, hfield_ccd
+from mjx_lite.math import where
 from mjx_lite.types import GeomType
 
 _G = GeomType
@@ -99,8 +100,8 @@ def refine(type1: int, type2: int, geoms, margin, contact, active):
     (qd, qn, qp, ok), (gen1, gen2) = jax.vmap(
         lambda g, mg, f: rebuild(type1, type2, g, mg, f))(geoms, margin, found)
     take = need & ok
-    contact = (jp.where(take, qd, dist), jp.where(take[:, None], qn, normal),
-               jp.where(take[:, None], qp, pos))
+    contact = (where(take, qd, dist), where(take[:, None], qn, normal),
+               where(take[:, None], qp, pos))
     return contact, (gen1, gen2, take)
 
 

@@ -28,6 +28,7 @@ import jax.numpy as jp
 from jax import lax
 
 from mjx_lite.collision import multiccd
+from mjx_lite.math import where
 
 NCON = 4
 
@@ -52,14 +53,14 @@ def prune_to_four(corners, cnt):
         mn = area(nb, nc, nd)
         grew = mn > m
         done = (~grew) & (phase == 0)
-        phase = jp.where(grew, jp.where(phase == 0, 1, phase), (phase + 1) % 3)
-        b, c, d = (jp.where(grew, new, old) for new, old in ((nb, b), (nc, c), (nd, d)))
-        return b, c, d, jp.where(grew, mn, m), phase, done
+        phase = where(grew, where(phase == 0, 1, phase), (phase + 1) % 3)
+        b, c, d = (where(grew, new, old) for new, old in ((nb, b), (nc, c), (nd, d)))
+        return b, c, d, where(grew, mn, m), phase, done
 
     one = jp.ones((), cnt.dtype)
     start = (one, 2 * one, 3 * one, area(one, 2 * one, 3 * one), 0 * one, cnt <= 4)
     b, c, d, *_ = lax.while_loop(lambda s: ~s[-1], body, start)
-    return jp.where(cnt <= 4, jp.arange(4, dtype=cnt.dtype), jp.stack([0 * one, b, c, d]))
+    return where(cnt <= 4, jp.arange(4, dtype=cnt.dtype), jp.stack([0 * one, b, c, d]))
 
 
 def plane_mesh(pos1, mat1, size1, pos2, mat2, size2, margin, verts1, verts2, table1, table2):
@@ -85,7 +86,7 @@ def plane_mesh(pos1, mat1, size1, pos2, mat2, size2, margin, verts1, verts2, tab
     corner = k[None] < facenum[:, None]
     has_b = jp.any(corner & (face == b), axis=1)
     cos = pnormal.astype(n.dtype) @ -local_n
-    f = jp.argmax(jp.where(has_b & (facenum > 0), cos, -2.0))
+    f = jp.argmax(where(has_b & (facenum > 0), cos, -2.0))
     ids, cnt = face[f], jp.maximum(facenum[f], 1)
     start = jp.argmax((ids == b) & (k < cnt))
     walk = ids[(start + k) % cnt]

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jp
 
 from mjx_lite import math
+from mjx_lite.math import where
 
 MINVAL = math.MINVAL
 
@@ -27,12 +28,12 @@ def normalize_mj(v: jax.Array) -> tuple[jax.Array, jax.Array]:
     n = math.safe_norm(v)
     small = n < MINVAL
     ex = jp.zeros_like(v).at[0].set(1.0)
-    return jp.where(small, ex, v / jp.where(small, 1.0, n)), n
+    return where(small, ex, v / where(small, 1.0, n)), n
 
 
 def safe_sqrt(x: jax.Array) -> jax.Array:
     pos = x > 0
-    return jp.where(pos, jp.sqrt(jp.where(pos, x, 1.0)), 0.0)
+    return where(pos, jp.sqrt(where(pos, x, 1.0)), 0.0)
 
 
 def first_k(valid: jax.Array, k: int, *arrays: jax.Array):
@@ -89,7 +90,7 @@ def plane_cylinder(pos1, mat1, size1, pos2, mat2, size2, margin):
     axis = mat2[:, 2]
     prjaxis = jp.dot(normal, axis)
     # make the axis point towards the plane
-    axis = jp.where(prjaxis > 0, -axis, axis)
+    axis = where(prjaxis > 0, -axis, axis)
     prjaxis = -jp.abs(prjaxis)
     dist0 = jp.dot(pos2 - pos1, normal)
     # direction in the disk plane towards the plane: -normal without its axis component
@@ -104,7 +105,7 @@ def plane_cylinder(pos1, mat1, size1, pos2, mat2, size2, margin):
         vec = vec - jp.dot(vec, axis) * axis
         lensq = jp.dot(vec, vec)
         general = lensq >= 1e-12
-    vec = jp.where(general, vec * size2[0] / safe_sqrt(jp.where(general, lensq, 1.0)),
+    vec = where(general, vec * size2[0] / safe_sqrt(where(general, lensq, 1.0)),
                    mat2[:, 0] * size2[0])
     prjvec = jp.dot(vec, normal)
     axis = axis * size2[1]
@@ -155,7 +156,7 @@ def _sphere_sphere(pos1, mat1, r1, pos2, mat2, r2, margin):
     normal, length = normalize_mj(dif)
     # coincident centers: the normal is the cross product of the z axes (or x)
     alt, _ = normalize_mj(math.cross(mat1[:, 2], mat2[:, 2]))
-    normal = jp.where(length < MINVAL, alt, normal)
+    normal = where(length < MINVAL, alt, normal)
     dist = length - r1 - r2
     pos = pos1 + normal * (r1 + 0.5 * dist)
     return dist, pos, normal, valid
@@ -199,15 +200,15 @@ def sphere_cylinder(pos1, mat1, size1, pos2, mat2, size2, margin):
     # side: sphere against the axis point
     s = _sphere_sphere(pos1, mat1, size1[0], pos2 + a_proj, mat2, radius, margin)
     # cap: the cap plane against the sphere, normal flipped to point from sphere to cylinder
-    cap_normal = jp.where(x > 0, axis, -axis)
+    cap_normal = where(x > 0, axis, -axis)
     cap_pos = pos2 + cap_normal * height
     cd, cp, cv = _plane_point(cap_normal, cap_pos, pos1, size1[0], margin)
     c = (cd, cp, -cap_normal, cv)
     # rim: sphere against the nearest rim point
-    rim = pos2 + p_proj * (radius / jp.where(p_len > 0, p_len, 1.0)) + axis * jp.where(
+    rim = pos2 + p_proj * (radius / where(p_len > 0, p_len, 1.0)) + axis * where(
         x > 0, height, -height)
     r = _sphere_sphere(pos1, mat1, size1[0], rim, mat2, 0.0, margin)
-    out = [jp.where(side, a, jp.where(cap, b, e)) for a, b, e in zip(s, c, r)]
+    out = [where(side, a, where(cap, b, e)) for a, b, e in zip(s, c, r)]
     return _one(*out)
 
 
@@ -228,12 +229,12 @@ def capsule_capsule(pos1, mat1, size1, pos2, mat2, size2, margin):
     sdiv = math.safe_div
 
     # general configuration: nearest points of the two segments, clipped
-    x1 = sdiv(mc * u - mb * v, jp.where(general, det, 1.0))
-    x2 = sdiv(ma * v - mb * u, jp.where(general, det, 1.0))
-    x2 = jp.where(x1 > 1, sdiv(v - mb, mc), jp.where(x1 < -1, sdiv(v + mb, mc), x2))
+    x1 = sdiv(mc * u - mb * v, where(general, det, 1.0))
+    x2 = sdiv(ma * v - mb * u, where(general, det, 1.0))
+    x2 = where(x1 > 1, sdiv(v - mb, mc), where(x1 < -1, sdiv(v + mb, mc), x2))
     x1 = jp.clip(x1, -1, 1)
-    x1 = jp.where(x2 > 1, jp.clip(sdiv(u - mb, ma), -1, 1),
-                  jp.where(x2 < -1, jp.clip(sdiv(u + mb, ma), -1, 1), x1))
+    x1 = where(x2 > 1, jp.clip(sdiv(u - mb, ma), -1, 1),
+                  where(x2 < -1, jp.clip(sdiv(u + mb, ma), -1, 1), x1))
     x2 = jp.clip(x2, -1, 1)
     g = _sphere_sphere(pos1 + axis1 * x1, mat1, size1[0], pos2 + axis2 * x2, mat2, size2[0],
                        margin)
@@ -243,8 +244,8 @@ def capsule_capsule(pos1, mat1, size1, pos2, mat2, size2, margin):
     e2 = jp.array([0.0, 0.0, 1.0, -1.0], dtype=pos1.dtype)
     px2 = jp.clip(sdiv(v - e1 * mb, mc), -1, 1)
     px1 = jp.clip(sdiv(u - e2 * mb, ma), -1, 1)
-    px1 = jp.where(e1 != 0, e1, px1)
-    px2 = jp.where(e2 != 0, e2, px2)
+    px1 = where(e1 != 0, e1, px1)
+    px2 = where(e2 != 0, e2, px2)
     p1 = pos1[None] + px1[:, None] * axis1[None]
     p2 = pos2[None] + px2[:, None] * axis2[None]
     pd, pp, pn, pv = jax.vmap(_sphere_sphere, (0, None, None, 0, None, None, None))(
@@ -252,10 +253,10 @@ def capsule_capsule(pos1, mat1, size1, pos2, mat2, size2, margin):
     pv, pd, pp, pn = first_k(pv, 2, pd, pp, pn)
 
     slot2 = jp.arange(2) == 0
-    dist = jp.where(general, jp.where(slot2, g[0], 0.0), pd)
-    pos = jp.where(general, jp.where(slot2[:, None], g[1][None], 0.0), pp)
-    normal = jp.where(general, jp.where(slot2[:, None], g[2][None], 0.0), pn)
-    valid = jp.where(general, slot2 & g[3], pv)
+    dist = where(general, where(slot2, g[0], 0.0), pd)
+    pos = where(general, where(slot2[:, None], g[1][None], 0.0), pp)
+    normal = where(general, where(slot2[:, None], g[2][None], 0.0), pn)
+    valid = where(general, slot2 & g[3], pv)
     return dist, pos, normal, jp.zeros((2, 3), pos.dtype), valid
 
 
@@ -273,14 +274,14 @@ def sphere_box(pos1, mat1, size1, pos2, mat2, size2, margin):
     faces = jp.stack([-size2, size2], axis=-1).reshape(6) - jp.repeat(center, 2)
     k = jp.argmin(jp.abs(faces))
     closest = jp.abs(faces)[k]
-    nearest = jp.zeros(3, pos1.dtype).at[k // 2].set(jp.where(k % 2 == 1, -1.0, 1.0))
+    nearest = jp.zeros(3, pos1.dtype).at[k // 2].set(where(k % 2 == 1, -1.0, 1.0))
     pos_in = center + nearest * (0.5 * (radius - closest))
     # outside: midway between the box surface point and the deepest sphere point
     pos_out = 0.5 * clamped + 0.5 * (center + tmp * radius)
     inside = dist <= MINVAL
-    pos = mat2 @ jp.where(inside, pos_in, pos_out) + pos2
-    normal = mat2 @ jp.where(inside, nearest, tmp)
-    dist = jp.where(inside, -closest - radius, dist - radius)
+    pos = mat2 @ where(inside, pos_in, pos_out) + pos2
+    normal = mat2 @ where(inside, nearest, tmp)
+    dist = where(inside, -closest - radius, dist - radius)
     return _one(dist, pos, normal, valid)
 
 
@@ -307,13 +308,13 @@ def _capsule_box_feature(pos, halfaxis, hl, size, margin, radius):
         p = pos + i * halfaxis
         out = (p < -size) | (p > size)
         nclamp = jp.sum(out)
-        last = jp.max(jp.where(out, jp.arange(3), -1))
+        last = jp.max(where(out, jp.arange(3), -1))
         d = jp.sum((jp.clip(p, -size, size) - p) ** 2)
         take = (nclamp <= 1) & (d < best)
-        best = jp.where(take, d, best)
-        bsp = jp.where(take, float(i), bsp)
-        cltype = jp.where(take, -2 + i, cltype)
-        clface = jp.where(take, last, clface)
+        best = where(take, d, best)
+        bsp = where(take, float(i), bsp)
+        cltype = where(take, -2 + i, cltype)
+        clface = where(take, last, clface)
     mc = hl * hl
     for j in range(3):
         for i in range(8):
@@ -329,39 +330,39 @@ def _capsule_box_feature(pos, halfaxis, hl, size, margin, radius):
             v = jp.dot(halfaxis, dif)
             det = ma * mc - mb * mb
             ok = jp.abs(det) >= MINVAL
-            idet = 1 / jp.where(ok, det, 1.0)
-            imc = 1 / jp.where(mc > 0, mc, 1.0)
-            ima = 1 / jp.where(ma > 0, ma, 1.0)
+            idet = 1 / where(ok, det, 1.0)
+            imc = 1 / where(mc > 0, mc, 1.0)
+            ima = 1 / where(ma > 0, ma, 1.0)
             x1 = (mc * u - mb * v) * idet
             x2 = (ma * v - mb * u) * idet
-            s1 = jp.where(x1 > 1, 2, jp.where(x1 < -1, 0, 1))
-            x2 = jp.where(x1 > 1, (v - mb) * imc, jp.where(x1 < -1, (v + mb) * imc, x2))
+            s1 = where(x1 > 1, 2, where(x1 < -1, 0, 1))
+            x2 = where(x1 > 1, (v - mb) * imc, where(x1 < -1, (v + mb) * imc, x2))
             x1 = jp.clip(x1, -1, 1)
-            s2 = jp.where(x2 > 1, 2, jp.where(x2 < -1, 0, 1))
-            x1n = jp.where(x2 > 1, (u - mb) * ima, (u + mb) * ima)
-            s1n = jp.where(x1n > 1, 2, jp.where(x1n < -1, 0, s1))
+            s2 = where(x2 > 1, 2, where(x2 < -1, 0, 1))
+            x1n = where(x2 > 1, (u - mb) * ima, (u + mb) * ima)
+            s1n = where(x1n > 1, 2, where(x1n < -1, 0, s1))
             clipped2 = s2 != 1
-            x1 = jp.where(clipped2, jp.clip(x1n, -1, 1), x1)
-            s1 = jp.where(clipped2, s1n, s1)
+            x1 = where(clipped2, jp.clip(x1n, -1, 1), x1)
+            s1 = where(clipped2, s1n, s1)
             x2 = jp.clip(x2, -1, 1)
             dd = dif - halfaxis * x2
             dd = dd.at[j].add(size[j] * x1)
             d = jp.dot(dd, dd)
             c1 = s1 * 3 + s2
             take = ok & (d < best - MINVAL)
-            best = jp.where(take, d, best)
-            bsp = jp.where(take, x2, bsp)
-            bbp = jp.where(take, x1, bbp)
-            clcorner = jp.where(take, i + (1 << j) * (c1 // 6), clcorner)
-            cledge = jp.where(take, j, cledge)
-            cltype = jp.where(take, c1, cltype)
+            best = where(take, d, best)
+            bsp = where(take, x2, bsp)
+            bbp = where(take, x1, bbp)
+            clcorner = where(take, i + (1 << j) * (c1 // 6), clcorner)
+            cledge = where(take, j, cledge)
+            cltype = where(take, c1, cltype)
     return cltype, clface, clcorner, cledge, bsp, bbp
 
 
 def _ratio(num, den):
     """num / |den| where den != 0, else +inf-like (never chosen by a min)."""
     ok = den != 0
-    return jp.where(ok, num / jp.where(ok, jp.abs(den), 1.0), 1e30)
+    return where(ok, num / where(ok, jp.abs(den), 1.0), 1e30)
 
 
 def capsule_box(pos1, mat1, size1, pos2, mat2, size2, margin):
@@ -370,7 +371,7 @@ def capsule_box(pos1, mat1, size1, pos2, mat2, size2, margin):
     pos = mat2.T @ (pos1 - pos2)
     axis = mat2.T @ mat1[:, 2]
     halfaxis = axis * hl
-    bit = lambda b: jp.where(b, 1, 0)  # noqa: E731
+    bit = lambda b: where(b, 1, 0)  # noqa: E731
     axisdir = bit(halfaxis[0] > 0) + 2 * bit(halfaxis[1] > 0) + 4 * bit(halfaxis[2] > 0)
     cltype, clface, clcorner, cledge, bsp, bbp = _capsule_box_feature(
         pos, halfaxis, hl, size, margin, radius)
@@ -381,17 +382,17 @@ def capsule_box(pos1, mat1, size1, pos2, mat2, size2, margin):
     # a box corner is closest: slide along the box edge or face that the segment follows
     c = jp.bitwise_xor(axisdir, clcorner)
     flip = (c == 3) | (c == 5) | (c == 6)
-    mul_a = jp.where(flip, -1.0, 1.0)
-    c_a = jp.where(flip, 7 - c, c)
-    de = jp.where(flip, 1 + bsp, 1 - bsp)
-    dp = jp.where(flip, 1 - bsp, 1 + bsp)
-    ax = jp.where(c_a == 1, 0, jp.where(c_a == 2, 1, 2))
+    mul_a = where(flip, -1.0, 1.0)
+    c_a = where(flip, 7 - c, c)
+    de = where(flip, 1 + bsp, 1 - bsp)
+    dp = where(flip, 1 - bsp, 1 + bsp)
+    ax = where(c_a == 1, 0, where(c_a == 2, 1, 2))
     ax1, ax2 = (ax + 1) % 3, (ax + 2) % 3
     along = axis[ax] ** 2 > 0.5
     sp_edge = jp.minimum(de, _ratio(2 * size[ax], halfaxis[ax])) * mul_a
     sp_face = jp.minimum(jp.minimum(dp, _ratio(2 * size[ax1], halfaxis[ax1])),
                          _ratio(2 * size[ax2], halfaxis[ax2])) * -mul_a
-    sp_a = jp.where(along, sp_edge, sp_face)
+    sp_a = where(along, sp_edge, sp_face)
     has_a = corner_case & (c != 0) & (c != 7)
 
     # the interior of a box edge is closest: second point where the segment leaves the box
@@ -399,32 +400,32 @@ def capsule_box(pos1, mat1, size1, pos2, mat2, size2, margin):
     has_b = edge_mid & ((cb == 1) | (cb == 2) | (cb == 4))
     bx = cledge
     b1, b2 = (bx + 1) % 3, (bx + 2) % 3
-    b1 = jp.where(jp.abs(axis[b1]) > jp.abs(axis[b2]), b2, b1)
+    b1 = where(jp.abs(axis[b1]) > jp.abs(axis[b2]), b2, b1)
     b2 = 3 - bx - b1
     up = jp.bitwise_and(cb, jp.left_shift(1, b2)) != 0
-    mul_b = jp.where(up, 1.0, -1.0)
-    sp_b = jp.where(up, 1 - bsp, 1 + bsp)
+    mul_b = where(up, 1.0, -1.0)
+    sp_b = where(up, 1 - bsp, 1 + bsp)
     sp_b = jp.minimum(sp_b, _ratio(2 * size[b2], halfaxis[b2]))
     same = (jp.bitwise_and(axisdir, jp.left_shift(1, bx)) != 0) == up
-    e2 = jp.where(same, 1 - bbp, 1 + bbp)
+    e2 = where(same, 1 - bbp, 1 + bbp)
     sp_b = jp.minimum(sp_b, _ratio(size[bx] * e2, halfaxis[bx])) * mul_b
 
     # a segment end is closest to a face: second point where the segment leaves that face
-    mul_c = jp.where(cltype == -3, 1.0, -1.0)
+    mul_c = where(cltype == -3, 1.0, -1.0)
     start = pos - halfaxis * mul_c
     sp_c = jp.asarray(2.0, pos.dtype)
     for i in range(3):
         okh = halfaxis[i] != 0
-        hden = jp.where(okh, halfaxis[i], 1.0)
+        hden = where(okh, halfaxis[i], 1.0)
         for bound in (size[i], -size[i]):
             e = (bound - start[i]) / hden * mul_c
-            sp_c = jp.where(okh & (i != clface) & (e > 0) & (e < sp_c), e, sp_c)
+            sp_c = where(okh & (i != clface) & (e > 0) & (e < sp_c), e, sp_c)
     sp_c = sp_c * mul_c
     has_c = (cltype < 0) & ~none & (clface != -1)
 
-    second = jp.where(has_a, sp_a, jp.where(has_b, sp_b, sp_c))
+    second = where(has_a, sp_a, where(has_b, sp_b, sp_c))
     has_second = has_a | has_b | has_c
-    pts = pos[None] + halfaxis[None] * jp.stack([bsp, bsp + jp.where(has_second, second, 0.0)]
+    pts = pos[None] + halfaxis[None] * jp.stack([bsp, bsp + where(has_second, second, 0.0)]
                                                 )[:, None]
     centers = pts @ mat2.T + pos2[None]
     dist, cpos, normal, tangent, valid = jax.vmap(
@@ -459,42 +460,42 @@ def _ellipsoid_closest(p, a, iters: int = 80):
     """
     a2 = a * a
     inside = jp.sum((p / a) ** 2) < 1
-    lo = jp.where(inside, -jp.min(a2), 0.0)
-    hi = jp.where(inside, 0.0, jp.max(a) * math.safe_norm(p) + jp.max(a2))
+    lo = where(inside, -jp.min(a2), 0.0)
+    hi = where(inside, 0.0, jp.max(a) * math.safe_norm(p) + jp.max(a2))
 
     def f(t):
         den = a2 + t
-        den = jp.where(jp.abs(den) > MINVAL, den, MINVAL)  # p = 0 makes the pole 0 / 0
+        den = where(jp.abs(den) > MINVAL, den, MINVAL)  # p = 0 makes the pole 0 / 0
         return jp.sum((a * p / den) ** 2) - 1
 
     def body(_, bracket):
         lo, hi = bracket
         mid = 0.5 * (lo + hi)
         pos = f(mid) > 0
-        return jp.where(pos, mid, lo), jp.where(pos, hi, mid)
+        return where(pos, mid, lo), where(pos, hi, mid)
 
     lo, hi = jax.lax.fori_loop(0, iters, body, (lo, hi))
     # one Newton step from the (constant) bisection root gives t its implicit-function gradient
     t0 = jax.lax.stop_gradient(0.5 * (lo + hi))
     den0 = a2 + t0
-    den0 = jp.where(jp.abs(den0) > MINVAL, den0, MINVAL)
+    den0 = where(jp.abs(den0) > MINVAL, den0, MINVAL)
     df = -2 * jp.sum((a * p) ** 2 / den0**3)
     t = t0 - math.safe_div(f(t0), df)
     den = a2 + t
     ok = jp.abs(den) > 1e-12
-    x = jp.where(ok, a2 * p / jp.where(ok, den, 1.0), 0.0)
+    x = where(ok, a2 * p / where(ok, den, 1.0), 0.0)
     # p on the smallest axis's plane inside the evolute: the root sits at t = -min a^2 and the
     # nearest point leaves that plane (Eberly's degenerate case)
     k = jp.argmin(a)
     rest = jp.arange(3) != k
     amin2 = a2[k]
     dk = a2 - amin2
-    xd = jp.where(rest & (jp.abs(dk) > MINVAL), a2 * p / jp.where(jp.abs(dk) > MINVAL, dk, 1.0),
+    xd = where(rest & (jp.abs(dk) > MINVAL), a2 * p / where(jp.abs(dk) > MINVAL, dk, 1.0),
                   0.0)
-    zk = a[k] * safe_sqrt(1 - jp.sum(jp.where(rest, (xd / a) ** 2, 0.0)))
-    xd = jp.where(rest, xd, jp.where(p[k] < 0, -zk, zk))
+    zk = a[k] * safe_sqrt(1 - jp.sum(where(rest, (xd / a) ** 2, 0.0)))
+    xd = where(rest, xd, where(p[k] < 0, -zk, zk))
     on_surface = jp.abs(jp.sum((x / a) ** 2) - 1) < 1e-6
-    return jp.where(on_surface, x, xd)
+    return where(on_surface, x, xd)
 
 
 def sphere_ellipsoid(pos1, mat1, size1, pos2, mat2, size2, margin):
@@ -507,7 +508,7 @@ def sphere_ellipsoid(pos1, mat1, size1, pos2, mat2, size2, margin):
     outward = mat2 @ normalize_mj(x / (size2 * size2))[0]
     normal = -outward
     gap = math.safe_norm(x - p)
-    dist = jp.where(inside, -gap, gap) - radius
+    dist = where(inside, -gap, gap) - radius
     xw = mat2 @ x + pos2
     pos = 0.5 * (xw + pos1 + normal * radius)
     return _one(dist, pos, normal, dist <= margin)

@@ -13,6 +13,7 @@ import jax.numpy as jp
 
 from mjx_lite import math
 from mjx_lite.dataclasses import PyTreeNode
+from mjx_lite.math import where
 
 # the dist stored in an inactive slot: finite so that arithmetic on it never makes NaN
 EMPTY_DIST = 1e10
@@ -86,7 +87,7 @@ def make_frame(normal: jax.Array, tangent: jax.Array) -> jax.Array:
     near_y = jp.abs(normal[..., 1:2]) < 0.5
     ey = jp.zeros_like(normal).at[..., 1].set(1.0)
     ez = jp.zeros_like(normal).at[..., 2].set(1.0)
-    t = jp.where(unset, jp.where(near_y, ey, ez), tangent)
+    t = where(unset, where(near_y, ey, ez), tangent)
     t = normalize3(t - normal * jp.sum(normal * t, -1, keepdims=True))
     return jp.stack([normal, t, math.cross(normal, t)], axis=-2)
 
@@ -96,4 +97,4 @@ def normalize3(v: jax.Array) -> jax.Array:
     n = math.safe_norm(v, keepdims=True)
     small = n < math.MINVAL
     ex = jp.zeros_like(v).at[..., 0].set(1.0)
-    return jp.where(small, ex, v / jp.where(small, 1.0, n))
+    return where(small, ex, v / where(small, 1.0, n))

@@ -65,7 +65,7 @@ def compute(m: Model, actuators: list[int], opts: dict, where: str) -> np.ndarra
             length = d.actuator_length[actuator]
             d = integrate(msim, d)
             d = d.replace(qvel=d.qvel * damp)
-            return (d, sign * scale * moment), jp.where(k >= nstep - nrecord, length, jp.nan)
+            return (d, sign * scale * moment), where(k >= nstep - nrecord, length, jp.nan)
 
         init = (d0, jp.zeros(msim.nv, dtype=d0.qvel.dtype))
         _, lengths = jax.lax.scan(body, init, jp.arange(nstep))

@@ -14,6 +14,7 @@ import jax.numpy as jp
 from mjx_lite import io
 from mjx_lite.const import set_const
 from mjx_lite.envs.base import Env, MujocoEnv, State
+from mjx_lite.math import where
 from mjx_lite.types import Model
 
 
@@ -98,8 +99,8 @@ class EpisodeWrapper(Wrapper):
             state = state.replace(reward=jp.sum(rewards, axis=0))
         steps = state.info["steps"] + self.action_repeat
         out_of_time = steps >= self.episode_length
-        truncation = jp.where(out_of_time & (state.done == 0), 1.0, 0.0).astype(state.done.dtype)
-        done = jp.where(out_of_time, jp.ones_like(state.done), state.done)
+        truncation = where(out_of_time & (state.done == 0), 1.0, 0.0).astype(state.done.dtype)
+        done = where(out_of_time, jp.ones_like(state.done), state.done)
         return state.replace(done=done, truncation=truncation,
                              info=dict(state.info, steps=steps))
 
