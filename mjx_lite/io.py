@@ -16,25 +16,32 @@ _N_WARNING = 7  # mjNWARNING in MuJoCo 4.0 (mjWARN_VGEOMFULL is gone)
 
 
 def make_data(m: Model) -> Data:
-    """qpos = qpos0, mocap poses from the model, everything else zero (as mj_resetData)."""
-    zeros = lambda *shape: jp.zeros(shape, dtype=float)  # noqa: E731
+    """qpos = qpos0, mocap poses from the model, everything else zero (as mj_resetData).
+
+    Built in numpy and transferred in one ``jax.device_put``: each eager ``jp.zeros`` of a new
+    shape compiles a program of its own (about 60 a model, 0.5-1 s a fresh model)."""
+    fdt = jax.dtypes.canonicalize_dtype(float)  # float32 unless jax_enable_x64
+    zeros = lambda *shape: np.zeros(shape, dtype=fdt)  # noqa: E731
+    # the model's arrays, or their tracers where make_data runs under a transformation
+    model_array = lambda x: (x.astype(fdt) if isinstance(x, jax.core.Tracer)  # noqa: E731
+                             else np.asarray(x, dtype=fdt))
     mocap_bodies = np.nonzero(np.asarray(m.body_mocapid) >= 0)[0]
     order = np.argsort(np.asarray(m.body_mocapid)[mocap_bodies])
     mocap_bodies = mocap_bodies[order]
-    mocap_pos = jp.asarray(m.body_pos)[mocap_bodies].reshape(m.nmocap, 3)
-    mocap_quat = jp.asarray(m.body_quat)[mocap_bodies].reshape(m.nmocap, 4)
+    mocap_pos = model_array(m.body_pos)[mocap_bodies].reshape(m.nmocap, 3)
+    mocap_quat = model_array(m.body_quat)[mocap_bodies].reshape(m.nmocap, 4)
     nb, nv = m.nbody, m.nv
     nefc = nefc_budget(m, contact_budget(m))
-    return Data(
-        time=jp.zeros((), dtype=float),
-        qpos=jp.asarray(m.qpos0, dtype=float),
+    d = Data(
+        time=np.zeros((), dtype=fdt),
+        qpos=model_array(m.qpos0),
         qvel=zeros(nv),
         act=zeros(m.na),
         qacc_warmstart=zeros(nv),
         ctrl=zeros(m.nu),
         qfrc_applied=zeros(nv),
         xfrc_applied=zeros(nb, 6),
-        eq_active=jp.asarray(np.asarray(m.eq_active0, dtype=bool)),
+        eq_active=np.asarray(m.eq_active0, dtype=bool),
         mocap_pos=mocap_pos,
         mocap_quat=mocap_quat,
         qacc=zeros(nv),
@@ -59,11 +66,11 @@ def make_data(m: Model) -> Data:
         subtree_com=zeros(nb, 3),
         cdof=zeros(nv, 6),
         cinert=zeros(nb, 10),
-        ten_wrapadr=jp.zeros(m.ntendon, dtype=jp.int32),
-        ten_wrapnum=jp.zeros(m.ntendon, dtype=jp.int32),
+        ten_wrapadr=np.zeros(m.ntendon, dtype=np.int32),
+        ten_wrapnum=np.zeros(m.ntendon, dtype=np.int32),
         ten_J=zeros(m.ntendon, nv),
         ten_length=zeros(m.ntendon),
-        wrap_obj=jp.zeros((m.nwrap, 2), dtype=jp.int32),
+        wrap_obj=np.zeros((m.nwrap, 2), dtype=np.int32),
         wrap_xpos=zeros(m.nwrap, 6),
         actuator_length=zeros(m.nu),
         actuator_moment=zeros(m.nu, nv),
@@ -71,8 +78,8 @@ def make_data(m: Model) -> Data:
         qM=zeros(nv, nv),
         qLD=zeros(nv, nv),
         qLDiagInv=zeros(nv),
-        ncon=jp.zeros((), dtype=jp.int32),
-        contact=Contact.zeros(contact_budget(m), float),
+        ncon=np.zeros((), dtype=np.int32),
+        contact=Contact.zeros(contact_budget(m), fdt, xp=np),
         ten_velocity=zeros(m.ntendon),
         actuator_velocity=zeros(m.nu),
         cvel=zeros(nb, 6),
@@ -95,15 +102,15 @@ def make_data(m: Model) -> Data:
         cfrc_int=zeros(nb, 6),
         cfrc_ext=zeros(nb, 6),
         energy=zeros(2),
-        solver_niter=jp.zeros(NISLAND, dtype=jp.int32),
-        nisland=jp.zeros((), dtype=jp.int32),
-        tree_island=jp.full(m.ntree, -1, dtype=jp.int32),
-        dof_island=jp.full(nv, -1, dtype=jp.int32),
-        efc_island=jp.full(nefc, -1, dtype=jp.int32),
-        warning_count=jp.zeros(_N_WARNING, dtype=jp.int32),
+        solver_niter=np.zeros(NISLAND, dtype=np.int32),
+        nisland=np.zeros((), dtype=np.int32),
+        tree_island=np.full(m.ntree, -1, dtype=np.int32),
+        dof_island=np.full(nv, -1, dtype=np.int32),
+        efc_island=np.full(nefc, -1, dtype=np.int32),
+        warning_count=np.zeros(_N_WARNING, dtype=np.int32),
         # constraint rows: the static budget of constraint.nefc_budget (contact slots included)
-        efc_type=jp.zeros(nefc, dtype=jp.int32),
-        efc_id=jp.zeros(nefc, dtype=jp.int32),
+        efc_type=np.zeros(nefc, dtype=np.int32),
+        efc_id=np.zeros(nefc, dtype=np.int32),
         efc_J=zeros(nefc, nv),
         efc_pos=zeros(nefc),
         efc_margin=zeros(nefc),
@@ -111,13 +118,18 @@ def make_data(m: Model) -> Data:
         efc_diagA=zeros(nefc),
         efc_KBIP=zeros(nefc, 4),
         efc_D=zeros(nefc),
-        efc_R=jp.ones(nefc, dtype=float),
+        efc_R=np.ones(nefc, dtype=fdt),
         efc_vel=zeros(nefc),
         efc_aref=zeros(nefc),
         efc_force=zeros(nefc),
-        efc_state=jp.zeros(nefc, dtype=jp.int32),
-        efc_active=jp.zeros(nefc, dtype=bool),
+        efc_state=np.zeros(nefc, dtype=np.int32),
+        efc_active=np.zeros(nefc, dtype=bool),
     )
+    leaves, treedef = jax.tree.flatten(d)
+    host = [i for i, x in enumerate(leaves) if isinstance(x, np.ndarray)]
+    for i, x in zip(host, jax.device_put([leaves[i] for i in host])):
+        leaves[i] = x
+    return jax.tree.unflatten(treedef, leaves)
 
 
 def reset_keyframe(m: Model, key) -> Data:

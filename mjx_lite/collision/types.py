@@ -55,17 +55,18 @@ class Contact(PyTreeNode):
     valid: jax.Array
 
     @classmethod
-    def zeros(cls, ncon: int, dtype=float) -> Contact:
-        """An all-invalid Contact with ``ncon`` slots."""
-        f = lambda *s: jp.zeros((ncon, *s), dtype=dtype)  # noqa: E731
-        i = lambda *s: jp.full((ncon, *s), -1, dtype=jp.int32)  # noqa: E731
+    def zeros(cls, ncon: int, dtype=float, xp=jp) -> Contact:
+        """An all-invalid Contact with ``ncon`` slots, of ``xp`` arrays (jax.numpy, or numpy
+        for a caller that transfers a whole tree at once, as ``make_data`` does)."""
+        f = lambda *s: xp.zeros((ncon, *s), dtype=dtype)  # noqa: E731
+        i = lambda *s: xp.full((ncon, *s), -1, dtype=xp.int32)  # noqa: E731
         return cls(
-            dist=jp.full((ncon,), EMPTY_DIST, dtype=dtype), pos=f(3),
-            frame=jp.broadcast_to(jp.eye(3, dtype=dtype), (ncon, 3, 3)), includemargin=f(),
+            dist=xp.full((ncon,), EMPTY_DIST, dtype=dtype), pos=f(3),
+            frame=xp.broadcast_to(xp.eye(3, dtype=dtype), (ncon, 3, 3)), includemargin=f(),
             friction=f(5), solref=f(2), solreffriction=f(2), solimp=f(5), mu=f(),
-            dim=jp.zeros((ncon,), dtype=jp.int32), geom1=i(), geom2=i(), geom=i(2),
-            exclude=jp.zeros((ncon,), dtype=jp.int32), efc_address=i(),
-            valid=jp.zeros((ncon,), dtype=bool),
+            dim=xp.zeros((ncon,), dtype=xp.int32), geom1=i(), geom2=i(), geom=i(2),
+            exclude=xp.zeros((ncon,), dtype=xp.int32), efc_address=i(),
+            valid=xp.zeros((ncon,), dtype=bool),
         )
 
 
