@@ -170,3 +170,15 @@ def test_repo_layout():
     for path in ("pyproject.toml", "README.md", ".ci/run", ".github/workflows/ci.yml",
                  "docs/mujoco_deltas.md", "benchmarks/README.md"):
         assert (REPO_ROOT / path).is_file(), path
+
+
+def test_make_data_under_jit_and_vmap_equals_eager(model):
+    """make_data builds its arrays in numpy; traced model fields (a jitted or vmapped call,
+    e.g. randomized initial poses) take the traced path and give the same Data."""
+    eager = mjx_lite.make_data(model)
+    _assert_same(jax.jit(mjx_lite.make_data)(model), eager)
+    qpos0 = np.stack([np.asarray(model.qpos0) + 0.1 * k for k in range(3)])
+    batched = jax.vmap(lambda q: mjx_lite.make_data(model.replace(qpos0=q)))(qpos0)
+    np.testing.assert_array_equal(batched.qpos, qpos0)
+    member = jax.tree.map(lambda x: jp.asarray(x[1]), batched)
+    _assert_same(member, eager.replace(qpos=jp.asarray(qpos0[1])))
