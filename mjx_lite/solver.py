@@ -638,6 +638,10 @@ def _solve_primal(m: Model, d: Data, p: RowPlan, newton: bool, loop: str, *,
     differentiated = differentiated and loop == "fixed"
     step = lambda c: _primal_step(m, d, p, cone, isl, newton, differentiated, c)  # noqa: E731
     if loop == "early_exit":
+        if m.opt.iterations == 1:
+            # one iteration, or none where every island is done: the step keeps a done
+            # island's iterate, so running it is the loop without the loop's overhead
+            return step(ctx)
         # islands iterate in lockstep: a running island has done max(niter) iterations
         cond = lambda c: jp.any(~c.done) & (jp.max(c.niter) < m.opt.iterations)  # noqa: E731
         return jax.lax.while_loop(cond, step, ctx)
