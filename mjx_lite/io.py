@@ -125,11 +125,7 @@ def make_data(m: Model) -> Data:
         efc_state=np.zeros(nefc, dtype=np.int32),
         efc_active=np.zeros(nefc, dtype=bool),
     )
-    leaves, treedef = jax.tree.flatten(d)
-    host = [i for i, x in enumerate(leaves) if isinstance(x, np.ndarray)]
-    for i, x in zip(host, jax.device_put([leaves[i] for i in host])):
-        leaves[i] = x
-    return jax.tree.unflatten(treedef, leaves)
+    return jax.device_put(d)
 
 
 def reset_keyframe(m: Model, key) -> Data:
