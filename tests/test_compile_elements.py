@@ -568,6 +568,20 @@ def test_lengthrange_from_limits(options, pending):
                      mjm.actuator_lengthrange, RTOL)
 
 
+def test_lengthrange_simulated_matches_mujoco():
+    """A muscle whose range nothing gives takes compiler/lengthrange's simulation
+    (mj_setLengthRange); its ranges equal MuJoCo's to the simulation's rounding."""
+    xml = """<mujoco><option timestep="0.01"/><worldbody>
+      <body><joint name="hinge" range="-30 60" limited="true"/><geom size=".1" pos="0 0 .5"/>
+      </body></worldbody>
+      <tendon><fixed name="t"><joint joint="hinge" coef="2"/></fixed></tendon>
+      <actuator><muscle joint="hinge" gear="2"/><muscle tendon="t"/></actuator></mujoco>"""
+    ours = np.asarray(mjx_lite.load_model_from_string(xml).actuator_lengthrange)
+    theirs = mujoco.MjModel.from_xml_string(xml).actuator_lengthrange
+    assert np.all(theirs[:, 1] > theirs[:, 0])
+    assert_close("actuator_lengthrange", ours, theirs, 1e-5)
+
+
 def test_size_nkey_allocates_default_keys():
     xml = f"""<mujoco><size nkey="3"/>{_TREE}<keyframe><key qpos="1"/></keyframe></mujoco>"""
     mjm, fields, _, _ = _run_passes(xml)

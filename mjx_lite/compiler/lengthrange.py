@@ -20,6 +20,7 @@ import numpy as np
 
 from mjx_lite.compiler.parse import Spec
 from mjx_lite.errors import MJCFError
+from mjx_lite.math import where
 from mjx_lite.types import DisableBit, IntegratorType, Model
 
 _DEFAULTS = {"accel": 20.0, "maxforce": 0.0, "timeconst": 1.0, "timestep": 0.01,
@@ -38,7 +39,7 @@ def settings(spec: Spec) -> dict:
     return out
 
 
-def compute(m: Model, actuators: list[int], opts: dict, where: str) -> np.ndarray:
+def compute(m: Model, actuators: list[int], opts: dict, location: str) -> np.ndarray:
     """(len(actuators), 2) simulated length ranges, in the order given."""
     from mjx_lite import smooth
     from mjx_lite.forward import forward, integrate
@@ -81,6 +82,6 @@ def compute(m: Model, actuators: list[int], opts: dict, where: str) -> np.ndarra
         span = out[k, 1] - out[k, 0]
         spread = max(np.nanmax(low) - np.nanmin(low), np.nanmax(high) - np.nanmin(high))
         if not np.isfinite(span) or span <= 0 or spread > opts["tolrange"] * span:
-            raise MJCFError(f"{where} length range computation did not converge for actuator "
+            raise MJCFError(f"{location} length range computation did not converge for actuator "
                             f"{actuator}: add joint or tendon limits, or set its lengthrange")
     return out
