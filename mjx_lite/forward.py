@@ -484,14 +484,33 @@ def _rk4(m: Model, d: Data, loop: str, adjoint: str, first=None) -> Data:
     initial one), qacc (the B-weighted acceleration, so qvel_next = qvel + h qacc) and
     qacc_warmstart (the last stage's qacc).
     """
-    h = m.opt.timestep
-    a = jp.asarray(np.array(_RK4_A), d.qpos.dtype)  # tableau in the state dtype (float32)
-    c = jp.asarray(np.array(_RK4_A).sum(axis=1), d.qpos.dtype)
-    rot = _rot_dofs(m)
+    rk4 = RK4Stages(m, d.qpos.dtype, loop, adjoint, first)
+    if first is None:  # d, forward-computed, is stage 0
+        init, stages = rk4.begin(d, computed=True), jp.arange(1, 4)
+    else:
+        init, stages = rk4.begin(d), jp.arange(4)
+    # the last stage's Data rides in the carry (stacking every stage's Data as scan output
+    # would write three copies of it)
+    return rk4.finish(jax.lax.scan(lambda c, i: (rk4.stage(c, i), None), init, stages)[0])
 
-    state = ("qpos", "qvel", "act", "time")
 
-    def stage(carry, i):
+class RK4Stages:
+    """RK4's stages as a scan body over a carry (ks, accs, actds, Data, initial state): ``begin``
+    makes the carry of a step, ``stage(carry, i)`` runs stage i, ``finish`` combines the four
+    into the stepped Data. ``step`` scans the 4 stages of one step; a differentiated
+    ``rollout`` scans the 4 T stages of T steps in one scan (``rollout._rk4_stages``)."""
+
+    STATE = ("qpos", "qvel", "act", "time")
+
+    def __init__(self, m: Model, dtype, loop: str, adjoint: str, first=None):
+        self.m, self.loop, self.adjoint, self.first = m, loop, adjoint, first
+        self.a = jp.asarray(np.array(_RK4_A), dtype)  # tableau in the state dtype (float32)
+        self.c = jp.asarray(np.array(_RK4_A).sum(axis=1), dtype)
+        self.b = jp.asarray(_RK4_B, dtype)
+        self.rot = _rot_dofs(m)
+
+    def stage(self, carry, i):
+        m, a, h, first = self.m, self.a, self.m.opt.timestep, self.first
         # rows >= i of ks (nv), accs (nv), actds (na) are zero; x0: the initial state
         ks, accs, actds, prev, x0 = carry
         dvel = a[i] @ ks[:3]
@@ -501,50 +520,52 @@ def _rk4(m: Model, d: Data, loop: str, adjoint: str, first=None) -> Data:
             qpos=integrate_pos(m, x0["qpos"], dvel, h),
             qvel=x0["qvel"] + h * (a[i] @ accs[:3]),
             act=x0["act"] + h * (a[i] @ actds[:3]),
-            time=x0["time"] + c[i] * h,
+            time=x0["time"] + self.c[i] * h,
         )
         if first is not None:
             # stage 0 evaluates the initial state itself, bit for bit
             initial = i == 0
-            di = di.replace(**{f: where(initial, x0[f], getattr(di, f)) for f in state})
-        di = _forward(m, di, loop=loop, adjoint=adjoint, sensors=False)
+            di = di.replace(**{f: where(initial, x0[f], getattr(di, f)) for f in self.STATE})
+        di = _forward(m, di, loop=self.loop, adjoint=self.adjoint, sensors=False)
         if first is not None:
             # stage 0 may reset the state (the qacc check); the later stages start from it
             di = first(m, di, initial)
-            x0 = {f: where(initial, getattr(di, f), x0[f]) for f in state}
+            x0 = {f: where(initial, getattr(di, f), x0[f]) for f in self.STATE}
         k = di.qvel
-        if rot.size:
+        if self.rot.size:
+            rot = self.rot
             k = math.put(k, rot, _dexp_inv(-h * math.take(dvel, rot), math.take(di.qvel, rot)))
         ks = ks.at[i].set(k)
         accs = accs.at[i].set(di.qacc)
         actds = actds.at[i].set(di.act_dot)
-        return (ks, accs, actds, di, x0), None
+        return ks, accs, actds, di, x0
 
-    # An initial carry that is unbatched where the body's is batched makes vmap batch the
-    # body a second time (gymnasium ant, implicit gradient: 0.5 s of trace). on_state(x) is
-    # x, made to depend on the time, so batched under vmap where the state is (a select, not
-    # 0 * time, which is NaN at inf; not jnp.where, which returns an empty operand as it is)
-    anchor = d.time == d.time
-    on_state = lambda x: jax.lax.select(  # noqa: E731
-        jp.broadcast_to(anchor, x.shape), x, jp.zeros_like(x))
-    x0 = {f: getattr(d, f) for f in state}
-    if first is None:  # d, forward-computed, is stage 0
-        rows = lambda x: jp.zeros((4,) + x.shape, x.dtype).at[0].set(x)  # noqa: E731
-        stages = jp.arange(1, 4)
-    else:
-        rows = lambda x: on_state(jp.zeros((4,) + x.shape, x.dtype))  # noqa: E731
-        stages = jp.arange(4)
-    # empty arrays (na = 0, no mocap, ...): the body batches them
-    init = jax.tree.map(lambda x: on_state(x) if x.size == 0 else x,
-                        (rows(d.qvel), rows(d.qacc), rows(d.act_dot), d, x0))
-    # the last stage's Data rides in the carry (stacking every stage's Data as scan output
-    # would write three copies of it)
-    (ks, accs, actds, last, x0), _ = jax.lax.scan(stage, init, stages)
-    b = jp.asarray(_RK4_B, d.qpos.dtype)
-    dvel, dacc, dact = b @ ks, b @ accs, b @ actds
-    # restore the initial state, then advance it with the weighted derivatives
-    last = last.replace(qacc=dacc, qacc_warmstart=last.qacc, **x0)
-    return _remat(_advance)(m, last, dact, dacc, dvel)
+    def begin(self, d: Data, computed: bool = False):
+        """The carry of a step from ``d`` (forward-computed and stage 0 if ``computed``)."""
+        # An initial carry that is unbatched where the body's is batched makes vmap batch the
+        # body a second time (gymnasium ant, implicit gradient: 0.5 s of trace). on_state(x) is
+        # x, made to depend on the time, so batched under vmap where the state is (a select,
+        # not 0 * time, which is NaN at inf; not jnp.where, which returns an empty operand as
+        # it is)
+        anchor = d.time == d.time
+        on_state = lambda x: jax.lax.select(  # noqa: E731
+            jp.broadcast_to(anchor, x.shape), x, jp.zeros_like(x))
+        x0 = {f: getattr(d, f) for f in self.STATE}
+        if computed:
+            rows = lambda x: jp.zeros((4,) + x.shape, x.dtype).at[0].set(x)  # noqa: E731
+        else:
+            rows = lambda x: on_state(jp.zeros((4,) + x.shape, x.dtype))  # noqa: E731
+        # empty arrays (na = 0, no mocap, ...): the body batches them
+        return jax.tree.map(lambda x: on_state(x) if x.size == 0 else x,
+                            (rows(d.qvel), rows(d.qacc), rows(d.act_dot), d, x0))
+
+    def finish(self, carry) -> Data:
+        ks, accs, actds, last, x0 = carry
+        b = self.b
+        dvel, dacc, dact = b @ ks, b @ accs, b @ actds
+        # restore the initial state, then advance it with the weighted derivatives
+        last = last.replace(qacc=dacc, qacc_warmstart=last.qacc, **x0)
+        return _remat(_advance)(self.m, last, dact, dacc, dvel)
 
 
 def integrate(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") -> Data:
@@ -576,6 +597,16 @@ def step(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll",
                               contact_smoothing)
 
 
+def rk4_first_stage(loop: str, adjoint: str):
+    """What ``step`` does after RK4's first forward pass (``RK4Stages``' ``first``): the
+    sensors and the qacc check, inside the stage scan."""
+    def first(m, d, initial):
+        fwd = lambda m, d: forward(m, d, loop=loop, adjoint=adjoint)  # noqa: E731
+        return support.check_acc(m, _sensors(m, d, initial), fwd, initial)
+
+    return first
+
+
 def _step(m: Model, d: Data, loop: str, adjoint: str) -> Data:
     d = support.check_pos_vel(m, d)
 
@@ -583,11 +614,7 @@ def _step(m: Model, d: Data, loop: str, adjoint: str) -> Data:
         return forward(m, d, loop=loop, adjoint=adjoint)
 
     if m.opt.integrator == IntegratorType.RK4:
-        # forward, the sensors and the qacc check as RK4's first stage, inside its stage scan
-        def first(m, d, initial):
-            return support.check_acc(m, _sensors(m, d, initial), fwd, initial)
-
-        return _rk4(m, d, loop, adjoint, first=first)
+        return _rk4(m, d, loop, adjoint, first=rk4_first_stage(loop, adjoint))
     if loop == "early_exit" and adjoint == "unroll" and d.efc_J.shape[0]:
         # the solver's while_loop has no reverse-mode derivative anyway: both passes share
         # one loop, so forward is compiled once

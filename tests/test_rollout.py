@@ -1,0 +1,180 @@
+"""rollout's RK4 path: differentiated, it scans the 4 T stages of T steps in one scan
+(``rollout._rk4_stages``) instead of a scan of steps each scanning its 4 stages. The two must
+be the same computation: every Data field, per step and final, bit for bit in float64, with
+a divergence reset between steps; and the derivatives through ``rollout`` equal those of the
+scan of steps."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+import jax
+import jax.numpy as jp
+import numpy as np
+import pytest
+
+import mjx_lite
+from mjx_lite.support import WARN_BADQPOS, WARN_BADQVEL
+
+from conftest import GYM_ASSETS
+
+ROLLOUT = importlib.import_module("mjx_lite.rollout")  # the package exports the function
+
+# RK4 with a free body in contact (its rotation takes the Munthe-Kaas correction), a motor, and
+# sensors that need the stage-0 passes (accelerometer: cacc; subtreelinvel; energy enabled)
+RK4_SCENE = """
+<mujoco>
+  <option integrator="RK4" timestep="0.005"><flag energy="enable"/></option>
+  <worldbody>
+    <geom type="plane" size="2 2 .1"/>
+    <body pos="0 0 .059">
+      <freejoint/>
+      <geom type="box" size=".1 .08 .06" mass="1"/>
+      <site name="imu"/>
+    </body>
+    <body pos=".5 0 .5">
+      <joint name="hinge" axis="0 1 0" damping=".05"/>
+      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".03"/>
+    </body>
+  </worldbody>
+  <actuator><motor joint="hinge" gear="2"/></actuator>
+  <sensor>
+    <accelerometer site="imu"/>
+    <subtreelinvel body="world"/>
+    <jointpos joint="hinge"/>
+  </sensor>
+</mujoco>
+"""
+
+FIELDS = None  # every Data field, filled in by _model
+
+
+def _model():
+    global FIELDS
+    m = mjx_lite.load_model_from_string(RK4_SCENE)
+    d = mjx_lite.make_data(m)
+    d = d.replace(qvel=d.qvel.at[:6].set(jp.array([0.2, -0.1, -0.1, 0.5, -0.3, 0.8])))
+    FIELDS = tuple(f.name for f in dataclasses.fields(d))
+    return m, d
+
+
+def _leaves_equal(a, b):
+    for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(a), jax.tree.leaves(b)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y),
+                                      err_msg=jax.tree_util.keystr(path))
+
+
+def test_one_stage_scan_equals_the_scan_of_steps():
+    """Final Data and every field per step, bit for bit: a plain run (contacts, sensors), and
+    one whose huge applied force makes the state diverge, so a step boundary resets it and
+    the run goes on from the reset state (the fields a step does not write included)."""
+    m, d = _model()
+    ctrls = 0.5 * jax.random.normal(jax.random.key(0), (6, m.nu))
+
+    @jax.jit
+    def both(d, c):
+        nested = ROLLOUT._scan_steps(m, d, c, loop="fixed", adjoint="unroll", fields=FIELDS)
+        flat = ROLLOUT._rk4_stages(m, d, c, "fixed", "unroll", FIELDS)
+        return nested, flat
+
+    nested, flat = both(d, ctrls)
+    assert int(nested[0].ncon) > 0 and nested[0].sensordata.any()
+    _leaves_equal(nested, flat)
+
+    # the box in the air, sliding at just under mju_isBad's 1e10 and pushed past it in the
+    # first step (qacc stays good, so the reset is the divergence check between steps); a
+    # stale value in a field that no step writes must be reset as step() resets it
+    blown = d.replace(qpos=d.qpos.at[2].set(1.0), qvel=d.qvel.at[0].set(9.999e9).at[1:6].set(0),
+                      qfrc_applied=d.qfrc_applied.at[0].set(1e9), qfrc_inverse=jp.full(m.nv, 3.0))
+    nested, flat = both(blown, ctrls)
+    resets = nested[1]["warning_count"][:, jp.array([WARN_BADQPOS, WARN_BADQVEL])].sum()
+    assert int(resets) > 0
+    _leaves_equal(nested, flat)
+
+
+def test_boundary_covers_the_fields_a_step_leaves():
+    """``rollout._BOUNDARY`` lists every Data field that one step leaves (partly) as it found
+    it: a reset between steps reaches the one-scan path's Data through those fields only."""
+    m, d = _model()
+    inputs = {"time", "qpos", "qvel", "act", "qacc_warmstart", "ctrl", "qfrc_applied",
+              "xfrc_applied", "eq_active", "mocap_pos", "mocap_quat", "userdata",
+              "warning_count"}
+    marked = {}
+    for f in dataclasses.fields(d):
+        x = getattr(d, f.name)
+        if f.name in inputs or not isinstance(x, jax.Array) or not x.size or x.dtype == bool:
+            continue
+        marked[f.name] = jp.full_like(x, 777)
+    out = jax.jit(mjx_lite.step)(m, d.replace(**marked))
+    left = {f for f, x in marked.items() if np.any(np.asarray(getattr(out, f)) == 777)}
+    assert left <= set(ROLLOUT._BOUNDARY), left - set(ROLLOUT._BOUNDARY)
+    assert "qfrc_inverse" in left  # the check can fail
+
+
+# RK4, a ball joint (the Munthe-Kaas correction) and a motorized hinge, no contacts: light
+# enough to compile four derivatives of it in the CI tier
+RK4_ARM = """
+<mujoco>
+  <option integrator="RK4" timestep="0.01"/>
+  <worldbody>
+    <body pos="0 0 1">
+      <joint type="ball" damping=".02"/>
+      <geom type="capsule" fromto="0 0 0 .2 0 -.3" size=".03"/>
+      <body pos=".2 0 -.3">
+        <joint name="elbow" axis="0 1 0" damping=".05"/>
+        <geom type="capsule" fromto="0 0 0 .3 0 0" size=".025"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator><motor joint="elbow" gear="3"/></actuator>
+</mujoco>
+"""
+
+
+def _derivatives(m, d, ctrls):
+    """jax.grad of a loss of the final state and the per-step qvel through ``rollout`` (the
+    one-scan path) and through the scan of steps, and the loss's jax.jvp through ``rollout``
+    along a tangent of ones (forward mode: it must equal the sum of the gradient)."""
+    def loss(run):
+        def f(c):
+            final, per_step = run(c)
+            return jp.sum(final.qpos**2) + jp.sum(per_step["qvel"] ** 2)
+        return f
+
+    new = loss(lambda c: mjx_lite.rollout(m, d, c, fields=("qvel",)))
+    old = loss(lambda c: ROLLOUT._scan_steps(m, d, c, loop="fixed", adjoint="unroll",
+                                             fields=("qvel",)))
+
+    @jax.jit
+    def derivatives(c):
+        return jax.grad(new)(c), jax.grad(old)(c), jax.jvp(new, (c,), (jp.ones_like(c),))[1]
+
+    return derivatives(ctrls)
+
+
+def test_derivatives_through_rollout_equal_the_scan_of_steps():
+    """jax.grad through ``rollout`` (the one-scan path) equals that through the scan of
+    steps, float64, to rounding (bit for bit here and on gymnasium ant: the acceptance test
+    below); its forward mode agrees."""
+    m = mjx_lite.load_model_from_string(RK4_ARM)
+    d = mjx_lite.make_data(m)
+    d = d.replace(qvel=jp.array([0.3, -0.2, 0.5, 1.0]))
+    ctrls = 0.5 * jax.random.normal(jax.random.key(1), (5, m.nu))
+    g_new, g_old, t_new = _derivatives(m, d, ctrls)
+    assert float(jp.abs(g_old).max()) > 0
+    np.testing.assert_allclose(g_new, g_old, rtol=1e-12, atol=1e-12 * float(jp.abs(g_old).max()))
+    np.testing.assert_allclose(t_new, jp.sum(g_old), rtol=1e-10)
+
+
+@pytest.mark.acceptance
+def test_derivatives_through_rollout_equal_the_scan_of_steps_ant():
+    """The same on gymnasium ant (RK4, contacts), 20 steps from a random velocity, at its own
+    solver settings."""
+    m = mjx_lite.load_model(str(GYM_ASSETS / "ant.xml"))
+    d = mjx_lite.make_data(m)
+    d = d.replace(qvel=d.qvel + 0.3 * jax.random.normal(jax.random.key(1), d.qvel.shape))
+    ctrls = 0.5 * jax.random.normal(jax.random.key(2), (20, m.nu))
+    g_new, g_old, t_new = _derivatives(m, d, ctrls)
+    np.testing.assert_allclose(g_new, g_old, rtol=1e-12, atol=1e-12 * float(jp.abs(g_old).max()))
+    np.testing.assert_allclose(t_new, jp.sum(g_old), rtol=1e-10)
