@@ -4,8 +4,8 @@ One ``lax.scan`` over steps, so a rollout is one compiled program whatever its l
 jax.grad / jax.vjp / jax.jacfwd run through it. ``checkpoint=True`` wraps each step in
 ``jax.checkpoint``: reverse mode then stores only the carried Data per step and recomputes a
 step's internals during the backward pass, so gradient memory grows with steps x state size.
-Differentiated, an RK4 rollout with chosen ``fields`` runs as one scan over its stages
-(``_rk4_rollout``).
+Differentiated with the implicit adjoint, an RK4 rollout with chosen ``fields`` runs as one
+scan over its stages (``_rk4_rollout``).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ def rollout(m: Model, d: Data, ctrls: jax.Array, *, checkpoint: bool = False,
       contact_smoothing: passed to ``step``: contacts push from this far apart in the
         derivative only (``mjx_lite.smoothing``).
       fields: Data field names to keep per step; None keeps every field. Given (even
-        empty), a differentiated RK4 rollout scans its stages in one scan: its gradient
-        compiles and runs faster (``_rk4_rollout``).
+        empty), an RK4 rollout differentiated with ``adjoint="implicit"`` scans its stages
+        in one scan: its gradient compiles and runs faster (``_rk4_rollout``).
 
     Returns:
       (final Data, per-step Data with a leading T axis, or a dict of the chosen fields).
@@ -50,8 +50,8 @@ def rollout(m: Model, d: Data, ctrls: jax.Array, *, checkpoint: bool = False,
         if unknown:
             raise ValueError(f"unknown Data fields {unknown}")
 
-    if (m.opt.integrator == IntegratorType.RK4 and fields is not None and not checkpoint
-            and contact_smoothing == 0.0):
+    if (m.opt.integrator == IntegratorType.RK4 and adjoint == "implicit" and fields is not None
+            and not checkpoint and contact_smoothing == 0.0):
         return _rk4_rollout(m, d, ctrls, loop, adjoint, fields)
     return _scan_steps(m, _dense_tangents((d, ctrls))[0], ctrls, loop=loop, adjoint=adjoint,
                        contact_smoothing=contact_smoothing, fields=fields, checkpoint=checkpoint)
@@ -84,20 +84,28 @@ _BOUNDARY = ("time", "qpos", "qvel", "act", "qacc_warmstart", "ctrl", "qfrc_appl
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(3, 4, 5))
 def _rk4_rollout(m: Model, d: Data, ctrls: jax.Array, loop: str, adjoint: str, fields):
-    """An RK4 rollout: evaluated, ``step`` scanned over the controls (a scan of steps, each a
-    scan of 4 stages); differentiated (forward or reverse mode), one scan of the 4 T stages
+    """An RK4 rollout with the implicit adjoint: evaluated, ``step`` scanned over the controls
+    (a scan of steps, each a scan of 4 stages); differentiated, one scan of the 4 T stages
     (``_rk4_stages``), the same operations in the same order. Reverse mode through the nested
     scans stacks each stage's saved values twice, once per step by the stage scan and again
     per rollout by the step scan; in one scan they are stacked once. Implicit gradient of a
     100-step rollout, batch 1 (``benchmarks/ab.py``, 10 rounds): gymnasium ant jit 33.2 ->
     30.0 s, run 91.4 -> 82.3 ms (min); humanoid jit 57.6 -> 45.1 s, run 351.4 -> 343.2 ms.
-    Not the evaluation too: the XLA CPU runtime ran the one-scan forward rollout slower (ant,
-    32 -> 41 ms), dispatching more of its kernels to other threads."""
+    Not the evaluation, nor the unrolled adjoint: the XLA CPU runtime ran those slower in one
+    scan, dispatching more of their kernels to other threads (ant forward 32 -> 41 ms;
+    unrolled gradient 140 -> 197 ms, which also left the next program in the process slower:
+    an implicit gradient run after it took 154 ms instead of 83)."""
     return _scan_steps(m, d, ctrls, loop=loop, adjoint=adjoint, fields=fields)
 
 
-@_rk4_rollout.defjvp
 def _rk4_rollout_jvp(loop, adjoint, fields, primals, tangents):
+    # the inputs without a tangent get a zero that depends on one (as _dense_tangents does),
+    # not JAX's instantiated constant zero, which partial evaluation treats as known and then
+    # unknown, one more round over the stage scan (ant, 5 steps: trace 7.2 -> 6.1 s)
+    tangents = _dense_tangents_jvp((primals,), (tangents,))[1]
+    tangents = jax.tree.map(
+        lambda t: np.zeros(t.shape, t.dtype) if isinstance(t, SymbolicZero) else t, tangents,
+        is_leaf=lambda t: isinstance(t, SymbolicZero))
     return jax.jvp(lambda m, d, c: _rk4_stages(m, d, c, loop, adjoint, fields), primals,
                    tangents)
 
@@ -169,3 +177,4 @@ def _dense_tangents_jvp(primals, tangents):
 
 
 _dense_tangents.defjvp(_dense_tangents_jvp, symbolic_zeros=True)
+_rk4_rollout.defjvp(_rk4_rollout_jvp, symbolic_zeros=True)
