@@ -88,9 +88,10 @@ def _rk4_rollout(m: Model, d: Data, ctrls: jax.Array, loop: str, adjoint: str, f
     (a scan of steps, each a scan of 4 stages); differentiated, one scan of the 4 T stages
     (``_rk4_stages``), the same operations in the same order. Reverse mode through the nested
     scans stacks each stage's saved values twice, once per step by the stage scan and again
-    per rollout by the step scan; in one scan they are stacked once. Implicit gradient of a
-    100-step rollout, batch 1 (``benchmarks/ab.py``, 10 rounds): gymnasium ant jit 33.2 ->
-    30.0 s, run 91.4 -> 82.3 ms (min); humanoid jit 57.6 -> 45.1 s, run 351.4 -> 343.2 ms.
+    per rollout by the step scan; in one scan they are stacked once (gymnasium ant: 1,983 ->
+    1,611 XLA fusions). Implicit gradient of a 100-step rollout, batch 1, ``benchmarks/
+    grad.py`` in fresh processes: ant jit 31.1-39.1 -> 29.4-30.5 s, run 90.2-98.5 -> 90.0-94.1
+    ms (6 and 5 runs); humanoid jit 46.2 -> 45.9 s, run 351.5 -> 333.3 ms (one run each).
     Not the evaluation, nor the unrolled adjoint: the XLA CPU runtime ran those slower in one
     scan, dispatching more of their kernels to other threads (ant forward 32 -> 41 ms;
     unrolled gradient 140 -> 197 ms, which also left the next program in the process slower:
