@@ -92,10 +92,9 @@ def _rk4_rollout(m: Model, d: Data, ctrls: jax.Array, loop: str, adjoint: str, f
     1,611 XLA fusions). Implicit gradient of a 100-step rollout, batch 1, ``benchmarks/
     grad.py`` in fresh processes: ant jit 31.1-39.1 -> 29.4-30.5 s, run 90.2-98.5 -> 90.0-94.1
     ms (6 and 5 runs); humanoid jit 46.2 -> 45.9 s, run 351.5 -> 333.3 ms (one run each).
-    Not the evaluation, nor the unrolled adjoint: the XLA CPU runtime ran those slower in one
-    scan, dispatching more of their kernels to other threads (ant forward 32 -> 41 ms;
-    unrolled gradient 140 -> 197 ms, which also left the next program in the process slower:
-    an implicit gradient run after it took 154 ms instead of 83)."""
+    Not the evaluation, nor the unrolled adjoint: the XLA CPU runtime ran those slower in an
+    earlier form of the one scan, dispatching more of their kernels to other threads (ant
+    forward 32 -> 41 ms, unrolled gradient 140 -> 197 ms; not re-measured on the final form)."""
     return _scan_steps(m, d, ctrls, loop=loop, adjoint=adjoint, fields=fields)
 
 
