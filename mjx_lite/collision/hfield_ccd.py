@@ -60,14 +60,16 @@ SMOOTH_CAPS = (KMAX + 5, 320)
 #
 # Products are rounded before they are summed: XLA's CPU backend otherwise contracts a * b + c
 # into a fused multiply-add, whose different rounding breaks the exact ties of axis-aligned
-# poses (box faces parallel to prism faces) another way than MuJoCo does. ``nextafter(x, x)``
-# is x itself, but opaque to that contraction (an optimization barrier is not); its
-# derivative is the identity.
+# poses (box faces parallel to prism faces) another way than MuJoCo does. ``select(x == x, x,
+# -x)`` is x itself (NaN stays NaN), but opaque to that contraction (an optimization barrier
+# is not); its derivative is the identity. It replaced ``nextafter(x, x)``, whose expansion
+# (about 40 HLO operations each) made up a third of the GJK/EPA search's HLO: bitwise the
+# same searches (8,000 float64 cylinder queries), cylinder-box group compile 19.2 -> 15.5 s.
 
 
 @jax.custom_jvp
 def _round1(x):
-    return jax.lax.nextafter(x, x)
+    return jax.lax.select(x == x, x, -x)
 
 
 @_round1.defjvp
