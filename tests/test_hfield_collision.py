@@ -442,29 +442,6 @@ def prism_queries(g2: str, states):
     return mjm, queries, contacts
 
 
-def test_rounded_products_are_not_fused():
-    """hfield_ccd.rounded keeps a * b + c two roundings, as numpy (and MuJoCo) computes it:
-    jitted on this backend the plain expression is contracted into fused multiply-adds (it
-    differs from numpy somewhere in 10,000 draws), the rounded one equals numpy's bit for bit,
-    also inside a loop body and through its derivative (the identity)."""
-    import jax
-    import jax.numpy as jp
-
-    from mjx_lite.collision import hfield_ccd
-
-    a, b, c = np.random.default_rng(0).standard_normal((3, 10_000))
-    ref = a * b + c
-    plain = np.asarray(jax.jit(lambda a, b, c: a * b + c)(a, b, c))
-    assert (plain != ref).any()  # the contraction this guards against happens here
-    fused = jax.jit(lambda a, b, c: hfield_ccd.rounded(a * b) + c)
-    assert (np.asarray(fused(a, b, c)) == ref).all()
-    looped = jax.jit(lambda a, b, c: jax.lax.fori_loop(
-        0, 2, lambda i, x: hfield_ccd.rounded(a * b) + x, c))(a, b, c)
-    assert (np.asarray(looped) == a * b + ref).all()
-    grad = jax.grad(lambda a: jp.sum(hfield_ccd.rounded(a * b)))(jp.asarray(a))
-    assert (np.asarray(grad) == b).all()
-
-
 def test_hfield_ccd_matches_mujoco():
     """hfield_ccd on the prisms MuJoCo queries under a box (3 rotated poses): the prisms it
     reports are MuJoCo's contacts, in order, to rounding. ~30 s of compile."""

@@ -115,7 +115,7 @@ def clip_polygon(face, cnt, normal, subject, scnt, cap: int):
     k = jp.arange(K)
     nxt = face[where(k + 1 < cnt, k + 1, 0)]
     pn = math.cross(nxt - face, (face + normal) - face)
-    pd = jp.sum(pn * face, -1)
+    pd = math.dot3(pn, face)
     kmask = k < cnt
     pts = jp.zeros((cap, 3), subject.dtype).at[:subject.shape[0]].set(subject[:cap])
     n = jp.minimum(scnt, cap)
@@ -123,12 +123,12 @@ def clip_polygon(face, cnt, normal, subject, scnt, cap: int):
     for e in range(K):
         a, s = face[e], pn[e]
         q = pts[where(i + 1 < n, i + 1, 0)]
-        in_p = jp.sum((pts - a) * s, -1) > -1e-10
-        in_q = jp.sum((q - a) * s, -1) > -1e-10
+        in_p = math.dot3(pts - a, s) > -1e-10
+        in_q = math.dot3(q - a, s) > -1e-10
         live = i < n
-        den = jp.sum(s * (q - pts), -1)
+        den = math.dot3(s, q - pts)
         ok = jp.abs(den) >= 1e-10
-        t = (pd[e] - jp.sum(s * pts, -1)) / where(ok, den, 1.0)
+        t = (pd[e] - math.dot3(s, pts)) / where(ok, den, 1.0)
         cross = live & (in_p != in_q) & ok & (t > -3e-7) & (t < 1 + 3e-7)
         inter = pts + jp.clip(t, 0.0, 1.0)[:, None] * (q - pts)
         keep_q = live & in_q

@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.math import lanewise, where
+from mjx_lite.math import lanewise, rounded, where
 from mjx_lite.types import GeomType
 
 MINVAL = 1e-15
@@ -58,28 +58,9 @@ SMOOTH_CAPS = (KMAX + 5, 320)
 
 # ---- vector helpers in numpy's evaluation order
 #
-# Products are rounded before they are summed: XLA's CPU backend otherwise contracts a * b + c
-# into a fused multiply-add, whose different rounding breaks the exact ties of axis-aligned
-# poses (box faces parallel to prism faces) another way than MuJoCo does. ``select(x == x, x,
-# -x)`` is x itself (NaN stays NaN), but opaque to that contraction (an optimization barrier
-# is not); its derivative is the identity. It replaced ``nextafter(x, x)``, whose expansion
-# (about 40 HLO operations each) made up a third of the GJK/EPA search's HLO: bitwise the
-# same searches (8,000 float64 cylinder queries), cylinder-box group compile 19.2 -> 15.5 s.
+# Products are rounded before they are summed (``rounded``: no fused multiply-add), as the
+# exact ties of axis-aligned poses (box faces parallel to prism faces) need.
 
-
-@jax.custom_jvp
-def _round1(x):
-    return jax.lax.select(x == x, x, -x)
-
-
-@_round1.defjvp
-def _round1_jvp(primals, tangents):
-    return _round1(primals[0]), tangents[0]
-
-
-def rounded(x):
-    """x (an array or a tuple of arrays) with every product rounded (no fused multiply-add)."""
-    return tuple(_round1(t) for t in x) if isinstance(x, tuple) else _round1(x)
 _I0, _I1, _I2 = np.array([1, 2, 0]), np.array([2, 0, 1]), np.array([0, 1, 2])
 
 
@@ -305,7 +286,7 @@ def smooth_core(kind, size, pos, mat, e):
         loc = where(big, t * rounded(inv * size), first)
     else:  # cylinder: the rim point along u's radial part (none below mjMINVAL), the
         # top cap for a level or upward u
-        r2 = _round1(u[0] * u[0]) + _round1(u[1] * u[1])
+        r2 = rounded(u[0] * u[0]) + rounded(u[1] * u[1])
         big = r2 > MINVAL * MINVAL
         scale = size[0] / jp.sqrt(where(big, r2, 1.0))
         rim = where(big, u[:2] * scale, 0.0)
