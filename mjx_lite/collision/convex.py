@@ -518,6 +518,28 @@ def compact_map(f, mask, args, init, chunk: int = CHUNK):
                               math.lanewise((jp.zeros((), jp.int32), init), mask))[1]
 
 
+def sparse_vmap(f, mask, args, chunk: int = CHUNK):
+    """``jax.vmap(f)(*args)`` where only the ``mask`` lanes' outputs are used: evaluated,
+    ``f`` runs on those lanes alone (``compact_map``; the other lanes get zeros), so a
+    group's contact rules cost what its pairs passing the bounding-sphere test need, not
+    what all its candidates would; differentiated, the tangents are those of the dense
+    ``vmap`` (compact_map's loop is not reverse-differentiable), equal on the ``mask`` lanes.
+    The caller masks the other lanes' outputs out."""
+    dense = lambda a: jax.vmap(f)(*a)  # noqa: E731
+
+    @jax.custom_jvp
+    def run(mask, args):
+        shapes = jax.eval_shape(dense, args)
+        init = jax.tree.map(lambda x: jp.zeros(x.shape, x.dtype), shapes)
+        return compact_map(lambda skip, *row: f(*row), mask, args, init, chunk)
+
+    @run.defjvp
+    def run_jvp(primals, tangents):
+        return jax.jvp(dense, (primals[1],), (tangents[1],))
+
+    return run(mask, tuple(args))
+
+
 def signed_distances(type1: int, type2: int, geoms, active):
     """``signed_distance`` over n pairs (leading axis of ``geoms``' arrays), searching only
     the ``active`` ones (those passing the bounding-sphere test; the others get a finite,
