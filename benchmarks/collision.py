@@ -94,6 +94,11 @@ def capped_model(path: pathlib.Path, caps: list[str]) -> pathlib.Path:
     return out
 
 
+def _collision_outputs(d):
+    """The fields collision writes (contacts, their count, the warning counters)."""
+    return d.contact, d.ncon, d.warning_count
+
+
 def bench_mjx_lite(path, qpos, batches, reps: int, x64: bool, per_group: bool = False) -> dict:
     import jax.numpy as jp
 
@@ -107,7 +112,9 @@ def bench_mjx_lite(path, qpos, batches, reps: int, x64: bool, per_group: bool = 
     d0 = mjx_lite.make_data(m)
     out = {"pair_groups": len(pairs.pair_groups(m)), "slots": driver.contact_budget(m),
            "groups": []}
-    fn = jax.jit(jax.vmap(lambda d: driver.collision(m, d)))
+    # only what collision produces comes back: returning the whole Data would time a copy of
+    # every other field too (this scene's efc_J: 10,660 x 180 per member)
+    fn = jax.jit(jax.vmap(lambda d: _collision_outputs(driver.collision(m, d))))
     kin = jax.jit(jax.vmap(lambda q: smooth.kinematics(m, d0.replace(qpos=q))))
     for b in batches:
         q = jp.asarray(_noisy(qpos, b, _free_pos(m.jnt_type, m.jnt_qposadr)), d0.qpos.dtype)
@@ -122,8 +129,8 @@ def bench_mjx_lite(path, qpos, batches, reps: int, x64: bool, per_group: bool = 
                      int(near.sum()), driver.pair_slots(m, g)))
         jit_s, run_s, res = _timed(fn, d, reps)
         out[b] = {"jit_s": jit_s, "us_per_step": run_s / b * 1e6, "call_ms": run_s * 1e3,
-                  "ncon": int(res.ncon[0]),
-                  "contactfull": int(res.warning_count[:, driver.WARN_CONTACTFULL].sum())}
+                  "ncon": int(res[1][0]),
+                  "contactfull": int(res[2][:, driver.WARN_CONTACTFULL].sum())}
         if per_group:  # each type group's collider alone, same state and batch
             out[b]["groups"] = []
             for g in driver._groups(m):
@@ -153,12 +160,13 @@ def _mjx_batch(path, qpos, batch: int, reps: int, x64: bool) -> dict:
         q = _noisy(qpos, batch, _free_pos(mjm.jnt_type, mjm.jnt_qposadr))
         kin = jax.jit(jax.vmap(lambda q: mjx.kinematics(m, d0.replace(qpos=q))))
         d = jax.block_until_ready(kin(q))
-        fn = jax.jit(jax.vmap(lambda d: mjx.collision(m, d)))
+        # its contacts only, as for mjx_lite (not a copy of the whole Data)
+        fn = jax.jit(jax.vmap(lambda d: getattr(getattr(mjx.collision(m, d), "_impl", None),
+                                                "contact", None)))
         jit_s, run_s, res = _timed(fn, d, reps)
     except Exception as e:  # noqa: BLE001 - MJX rejects some pair types: report, don't crash
         return {"error": f"{type(e).__name__}: {e}".replace("\n", " ")[:160]}
-    ncon = int(np.sum(np.asarray(res._impl.contact.dist[0]) < 0)) if hasattr(res, "_impl") \
-        else -1
+    ncon = -1 if res is None else int(np.sum(np.asarray(res.dist[0]) < 0))
     return {"jit_s": jit_s, "us_per_step": run_s / batch * 1e6, "call_ms": run_s * 1e3,
             "ncon": ncon}
 

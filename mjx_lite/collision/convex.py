@@ -486,6 +486,20 @@ CHUNK = 16
 EPA_CHUNK = 4
 
 
+def _shared(a, n: int) -> bool:
+    return n > 1 and a.shape[0] == 1
+
+
+def lanes_vmap(f, n: int, *args):
+    """``jax.vmap(f)(*args)`` over n lanes, except that a leaf with a leading axis of 1 (where
+    n > 1) is one value every lane shares, passed whole (without that axis): the mesh data of
+    a group whose pairs all have the same mesh, which gathered per lane would be copied for
+    every lane of every batch member (collision_scene, batch 64: 100 ms of 442)."""
+    axes = jax.tree.map(lambda a: None if _shared(a, n) else 0, args)
+    args = jax.tree.map(lambda a: a[0] if _shared(a, n) else a, args)
+    return jax.vmap(f, in_axes=axes)(*args)
+
+
 def compact_map(f, mask, args, init, chunk: int = CHUNK):
     """out[i] = f(False, *args[i]) where mask[i], init[i] elsewhere, with f run (vmapped) only
     on the masked lanes, gathered ``chunk`` at a time in a ``while_loop``: the cost follows
@@ -495,7 +509,8 @@ def compact_map(f, mask, args, init, chunk: int = CHUNK):
     Args:
       f: per-lane function (skip, *row) returning a pytree shaped like ``init``'s rows;
         ``skip`` is True on a chunk's lanes past the masked ones (their result is dropped).
-      mask: (n,) lanes to compute. args: pytree of (n, ...) arrays (None leaves allowed).
+      mask: (n,) lanes to compute. args: pytree of (n, ...) arrays (None leaves allowed;
+        (1, ...) leaves are shared by all lanes, ``lanes_vmap``).
       init: pytree of (n, ...) results for the other lanes.
     """
     n = mask.shape[0]
@@ -508,8 +523,8 @@ def compact_map(f, mask, args, init, chunk: int = CHUNK):
         c, out = st
         idx = jax.lax.dynamic_slice(order, (c * chunk,), (chunk,))
         live = c * chunk + jp.arange(chunk) < count
-        rows = jax.tree.map(lambda a: a[jp.minimum(idx, n - 1)], args)
-        res = jax.vmap(f)(~live, *rows)
+        rows = jax.tree.map(lambda a: a if _shared(a, n) else a[jp.minimum(idx, n - 1)], args)
+        res = lanes_vmap(f, chunk, ~live, *rows)
         dst = where(live, idx, n)
         out = jax.tree.map(lambda o, r: o.at[dst].set(r, mode="drop"), out, res)
         return c + 1, out
@@ -525,7 +540,7 @@ def sparse_vmap(f, mask, args, chunk: int = CHUNK):
     what all its candidates would; differentiated, the tangents are those of the dense
     ``vmap`` (compact_map's loop is not reverse-differentiable), equal on the ``mask`` lanes.
     The caller masks the other lanes' outputs out."""
-    dense = lambda a: jax.vmap(f)(*a)  # noqa: E731
+    dense = lambda a: lanes_vmap(f, mask.shape[0], *a)  # noqa: E731
 
     @jax.custom_jvp
     def run(mask, args):
@@ -547,7 +562,7 @@ def signed_distances(type1: int, type2: int, geoms, active):
     (``compact_map``); the contacts are rebuilt on every lane, differentiably."""
     n = active.shape[0]
     if n <= CHUNK:  # one chunk or less: nothing to gain from gathering
-        return jax.vmap(lambda *g: signed_distance(type1, type2, *g))(*geoms)
+        return lanes_vmap(lambda *g: signed_distance(type1, type2, *g), n, *geoms)
     fixed = jax.tree.map(jax.lax.stop_gradient, geoms)
     dt = geoms[0].dtype
     zkeys = lambda k: jax.tree.map(  # noqa: E731
@@ -560,8 +575,8 @@ def signed_distances(type1: int, type2: int, geoms, active):
     tri = compact_map(
         lambda skip, g, P, k, m: _search_epa(type1, type2, g, P, k, m, skip), inside,
         (fixed, P, keys, mask), zkeys(3), EPA_CHUNK)
-    return jax.vmap(lambda g, k, m, i, t: _contact(type1, type2, g, k, m, i, t))(
-        geoms, keys, mask, inside, tri)
+    return lanes_vmap(lambda g, k, m, i, t: _contact(type1, type2, g, k, m, i, t), n,
+                      geoms, keys, mask, inside, tri)
 
 
 def ccd_collider(type1: int, type2: int, after, ncon: int, prefix: str):

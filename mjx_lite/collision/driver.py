@@ -336,13 +336,19 @@ def group_contacts(m: Model, d: Data, grp: PairGroup):
     args = [d.geom_xpos[g1], d.geom_xmat[g1], m.geom_size[g1],
             d.geom_xpos[g2], d.geom_xmat[g2], m.geom_size[g2], margin + gap]
     mesh = getattr(fn, "MESH", None)
+    ccd = getattr(fn, "CCD", None)
     if mesh is not None:
+        dataid = np.asarray(m.geom_dataid)
+        # a side whose pairs all have one mesh passes it once, shared by every pair
+        # (convex.lanes_vmap), not gathered per pair
+        side = [g[:1] if ccd is not None and len(g) > 1 and len(np.unique(dataid[g])) == 1
+                else g for g in (g1, g2)]
         verts = [_mesh_verts(m, g).astype(d.geom_xpos.dtype) if mesh[k] else None
-                 for k, g in enumerate((g1, g2))]
+                 for k, g in enumerate(side)]
         args += verts
         if getattr(fn, "POLY", False):
             args += [None if v is None else tuple(jp.asarray(t) for t in multiccd.mesh_tables(
-                m, np.asarray(m.geom_dataid)[g], v.shape[1])) for v, g in zip(verts, (g1, g2))]
+                m, dataid[g], v.shape[1])) for v, g in zip(verts, side)]
     if getattr(fn, "HFIELD", False):
         hid = np.asarray(m.geom_dataid)[g1]
         nrow, ncol = int(m.hfield_nrow[hid[0]]), int(m.hfield_ncol[hid[0]])
@@ -358,11 +364,12 @@ def group_contacts(m: Model, d: Data, grp: PairGroup):
         keep = jp.argsort(where(near, sphere_gap, jp.inf), stable=True)[:nkeep]
         overflow = jp.sum(near) > nkeep
         take = lambda x, keep=keep: None if x is None else jp.asarray(x)[keep]  # noqa: E731
-        args = [jax.tree.map(take, a) for a in args]
+        npair = len(g1)
+        args = [jax.tree.map(lambda x: x if convex._shared(x, npair) else take(x), a)
+                for a in args]
         near, margin, condim, friction, solref, solreffriction, solimp, g1, g2 = (
             take(x) for x in (near, margin, condim, friction, solref, solreffriction,
                               solimp, g1, g2))
-    ccd = getattr(fn, "CCD", None)
     if ccd is not None:
         # GJK/EPA group-wide, searching only the pairs that pass the culling test
         verts = args[7:9] if len(args) > 7 else (None, None)
@@ -382,7 +389,7 @@ def group_contacts(m: Model, d: Data, grp: PairGroup):
         # analytic ones gain nothing (plane-box 1.9 -> 2.9 ms, humanoid's step 5% slower)
         out = convex.sparse_vmap(rule, near, rows)
     else:
-        out = jax.vmap(rule)(*rows)
+        out = convex.lanes_vmap(rule, len(near), *rows)
     dist, pos, normal, tangent, valid = out
     valid = valid & near[:, None]
     n = fn.NCON

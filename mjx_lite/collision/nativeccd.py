@@ -97,8 +97,8 @@ def refine(type1: int, type2: int, geoms, margin, contact, active):
     found = convex.compact_map(
         lambda skip, g, mg: search(type1, type2, g, mg), need, (geoms, margin),
         (jp.zeros(n, bool), i3, i3, jp.zeros((n, 3, 3), dt)), convex.EPA_CHUNK)
-    (qd, qn, qp, ok), (gen1, gen2) = jax.vmap(
-        lambda g, mg, f: rebuild(type1, type2, g, mg, f))(geoms, margin, found)
+    (qd, qn, qp, ok), (gen1, gen2) = convex.lanes_vmap(
+        lambda g, mg, f: rebuild(type1, type2, g, mg, f), n, geoms, margin, found)
     take = need & ok
     contact = (where(take, qd, dist), where(take[:, None], qn, normal),
                where(take[:, None], qp, pos))
