@@ -486,7 +486,9 @@ CHUNK = 16
 EPA_CHUNK = 4
 
 
-def _shared(a, n: int) -> bool:
+def is_shared(a, n: int) -> bool:
+    """Whether the leaf ``a`` of n-lane arguments is one value all lanes share
+    (``lanes_vmap``)."""
     return n > 1 and a.shape[0] == 1
 
 
@@ -495,8 +497,8 @@ def lanes_vmap(f, n: int, *args):
     n > 1) is one value every lane shares, passed whole (without that axis): the mesh data of
     a group whose pairs all have the same mesh, which gathered per lane would be copied for
     every lane of every batch member (collision_scene, batch 64: 100 ms of 442)."""
-    axes = jax.tree.map(lambda a: None if _shared(a, n) else 0, args)
-    args = jax.tree.map(lambda a: a[0] if _shared(a, n) else a, args)
+    axes = jax.tree.map(lambda a: None if is_shared(a, n) else 0, args)
+    args = jax.tree.map(lambda a: a[0] if is_shared(a, n) else a, args)
     return jax.vmap(f, in_axes=axes)(*args)
 
 
@@ -523,7 +525,7 @@ def compact_map(f, mask, args, init, chunk: int = CHUNK):
         c, out = st
         idx = jax.lax.dynamic_slice(order, (c * chunk,), (chunk,))
         live = c * chunk + jp.arange(chunk) < count
-        rows = jax.tree.map(lambda a: a if _shared(a, n) else a[jp.minimum(idx, n - 1)], args)
+        rows = jax.tree.map(lambda a: a if is_shared(a, n) else a[jp.minimum(idx, n - 1)], args)
         res = lanes_vmap(f, chunk, ~live, *rows)
         dst = where(live, idx, n)
         out = jax.tree.map(lambda o, r: o.at[dst].set(r, mode="drop"), out, res)

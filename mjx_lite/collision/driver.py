@@ -365,7 +365,7 @@ def group_contacts(m: Model, d: Data, grp: PairGroup):
         overflow = jp.sum(near) > nkeep
         take = lambda x, keep=keep: None if x is None else jp.asarray(x)[keep]  # noqa: E731
         npair = len(g1)
-        args = [jax.tree.map(lambda x: x if convex._shared(x, npair) else take(x), a)
+        args = [jax.tree.map(lambda x: x if convex.is_shared(x, npair) else take(x), a)
                 for a in args]
         near, margin, condim, friction, solref, solreffriction, solimp, g1, g2 = (
             take(x) for x in (near, margin, condim, friction, solref, solreffriction,
