@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.math import lanewise, rounded, where
+from mjx_lite.math import dot3, lanewise, rounded, where
 from mjx_lite.types import GeomType
 
 MINVAL = 1e-15
@@ -62,11 +62,6 @@ SMOOTH_CAPS = (KMAX + 5, 320)
 # exact ties of axis-aligned poses (box faces parallel to prism faces) need.
 
 _I0, _I1, _I2 = np.array([1, 2, 0]), np.array([2, 0, 1]), np.array([0, 1, 2])
-
-
-def _dot(a, b):
-    p = rounded(a * b)
-    return p[..., 0] + p[..., 1] + p[..., 2]
 
 
 def _cross(a, b):
@@ -103,8 +98,8 @@ def _plane_point(v1, v2, v3):
     """Projection of the origin on the plane of v1 v2 v3: (point, degenerate)."""
     d21, d31, d32 = v2 - v1, v3 - v1, v3 - v2
     n1, n2, n3 = _cross(d32, d21), _cross(d21, d31), _cross(d31, d32)
-    nn1, nn2, nn3 = _dot(n1, n1), _dot(n2, n2), _dot(n3, n3)
-    nv1, nv2, nv3 = _dot(n1, v2), _dot(n2, v1), _dot(n3, v3)
+    nn1, nn2, nn3 = dot3(n1, n1), dot3(n2, n2), dot3(n3, n3)
+    nv1, nv2, nv3 = dot3(n1, v2), dot3(n2, v1), dot3(n3, v3)
     ok1 = (nv1 != 0) & (nn1 > MINVAL)
     ok2 = (nv2 != 0) & (nn2 > MINVAL)
     r1 = n1 * _sdiv(nv1, nn1)[..., None]
@@ -117,8 +112,8 @@ def _plane_point(v1, v2, v3):
 
 def _line_weights(s1, s2):
     diff = s2 - s1
-    dd = _dot(diff, diff)
-    p = s2 - rounded(_sdiv(_dot(s2, diff), dd) * diff)
+    dd = dot3(diff, diff)
+    p = s2 - rounded(_sdiv(dot3(s2, diff), dd) * diff)
     ext = jp.abs(s1 - s2)
     k = 2 - jp.argmax(ext[::-1])  # last axis of largest extent
     mu = s1[k] - s2[k]
@@ -162,7 +157,7 @@ def _best_face(S, inside, sub):
         keep = [i for i in range(n) if i != drop]
         w = sub(*[S[i] for i in keep])
         x = _wsum(w, jp.stack([S[i] for i in keep]))
-        xx = _dot(x, x)
+        xx = dot3(x, x)
         take = ~inside[drop] & (xx < dmin)
         new = jp.zeros(n, S[0].dtype).at[np.array(keep)].set(w)
         lam = where(take, new, lam)
@@ -182,8 +177,8 @@ def _tri_weights(s1, s2, s3):
 
 def _tet_weights(s1, s2, s3, s4):
     c34 = _cross(s3, s4)
-    c = jp.stack([-_dot(s2, c34), _dot(s1, c34), -_dot(s1, _cross(s2, s4)),
-                  _dot(s1, _cross(s2, s3))])
+    c = jp.stack([-dot3(s2, c34), dot3(s1, c34), -dot3(s1, _cross(s2, s4)),
+                  dot3(s1, _cross(s2, s3))])
     det = c[0] + c[1] + c[2] + c[3]
     inside = _same(det, c)
     best = _best_face([s1, s2, s3, s4], inside, _tri_weights)
@@ -242,7 +237,7 @@ class Shapes:
         if self.first is not None:
             best = jp.zeros((), jp.int32)
         else:
-            vals = _dot(self.prism, d)
+            vals = dot3(self.prism, d)
             lo = where(d[2] < 0, 0, 3)
             best, val = lo, vals[lo]
             for k in (1, 2):
@@ -253,20 +248,20 @@ class Shapes:
         if self.smooth:
             return self.prism_point(d, best) - self.smooth_point(e), \
                 best.astype(jp.int32), jp.zeros((), jp.int32)
-        loc = jp.stack([_dot(self.mat[:, 0], e), _dot(self.mat[:, 1], e),
-                        _dot(self.mat[:, 2], e)])
+        loc = jp.stack([dot3(self.mat[:, 0], e), dot3(self.mat[:, 1], e),
+                        dot3(self.mat[:, 2], e)])
         if self.box:
             s = loc >= 0
             ib = s[0].astype(jp.int32) + 2 * s[1].astype(jp.int32) + 4 * s[2].astype(jp.int32)
         else:
-            ib = jp.argmax(_dot(self.local, loc[None])).astype(jp.int32)
+            ib = jp.argmax(dot3(self.local, loc[None])).astype(jp.int32)
         return self.prism_point(d, best) - self.partner_point(d, ib), best.astype(jp.int32), ib
 
 
 def smooth_core(kind, size, pos, mat, e):
     """Support point along the unit direction e of a sphere, capsule, ellipsoid or cylinder
     of ``size`` at ``pos`` with orientation ``mat``."""
-    u = jp.stack([_dot(mat[:, 0], e), _dot(mat[:, 1], e), _dot(mat[:, 2], e)])
+    u = jp.stack([dot3(mat[:, 0], e), dot3(mat[:, 1], e), dot3(mat[:, 2], e)])
     # MuJoCo 4.0's support functions (mjc_capsuleSupport, mjc_ellipsoidSupport,
     # mjc_cylinderSupport) in their order of operations: axis-aligned poses tie on the
     # last bit
@@ -277,7 +272,7 @@ def smooth_core(kind, size, pos, mat, e):
         loc = loc.at[2].add(where(u[2] >= 0, size[1], -size[1]))
     elif kind == "ellipsoid":
         t = rounded(u * size)
-        tt = _dot(t, t)
+        tt = dot3(t, t)
         # square roots of 0 guarded: unused polytope slots hold zero directions, whose
         # derivative would otherwise be 0 * inf
         big = tt >= MINVAL * MINVAL  # MuJoCo: norm >= mjMINVAL, else the x vertex
@@ -291,7 +286,7 @@ def smooth_core(kind, size, pos, mat, e):
         scale = size[0] / jp.sqrt(where(big, r2, 1.0))
         rim = where(big, u[:2] * scale, 0.0)
         loc = jp.concatenate([rim, where(u[2] >= 0, size[1], -size[1])[None]])
-    return jp.stack([_dot(mat[0], loc), _dot(mat[1], loc), _dot(mat[2], loc)]) + pos
+    return jp.stack([dot3(mat[0], loc), dot3(mat[1], loc), dot3(mat[2], loc)]) + pos
 
 
 def box_points(pos, mat, size):
@@ -299,11 +294,11 @@ def box_points(pos, mat, size):
     bits = np.arange(8)
     sgn = np.stack([(bits >> k) & 1 for k in range(3)], -1) * 2.0 - 1.0
     loc = jp.asarray(sgn, size.dtype) * size
-    return jp.stack([_dot(mat[0], loc), _dot(mat[1], loc), _dot(mat[2], loc)], -1) + pos
+    return jp.stack([dot3(mat[0], loc), dot3(mat[1], loc), dot3(mat[2], loc)], -1) + pos
 
 
 def mesh_points(pos, mat, verts):
-    return jp.stack([_dot(mat[0], verts), _dot(mat[1], verts), _dot(mat[2], verts)], -1) + pos
+    return jp.stack([dot3(mat[0], verts), dot3(mat[1], verts), dot3(mat[2], verts)], -1) + pos
 
 
 # ---- GJK
@@ -318,7 +313,7 @@ def _gjk(sh: Shapes, x0):
     z43 = jp.zeros((4, 3), dt)
     # phase 0: GJK, 1: walk, 2: done
     st = dict(phase=jp.zeros((), jp.int32), ok=jp.zeros((), bool), k=jp.zeros((), jp.int32),
-              walk=jp.ones((), bool), x=x0, xnorm=jp.sqrt(_dot(x0, x0)),
+              walk=jp.ones((), bool), x=x0, xnorm=jp.sqrt(dot3(x0, x0)),
               n=jp.zeros((), jp.int32), SW=z43, SA=i4, SB=i4, WW=z43, WA=i4, WB=i4,
               perm=jp.arange(4, dtype=jp.int32), wk=jp.zeros((), jp.int32), TA=i4, TB=i4,
               steps=jp.zeros((), jp.int32), SD=z43, WD=z43, TD=z43)
@@ -330,7 +325,7 @@ def _gjk(sh: Shapes, x0):
         phase, k, n, x = st["phase"], st["k"], st["n"], st["x"]
         in_gjk, in_walk = phase == 0, phase == 1
         # -- GJK iteration up to the walk
-        xx = _dot(x, x)
+        xx = dot3(x, x)
         g_end = (k >= KMAX) | (xx < MINVAL * MINVAL)
         xnorm = jp.sqrt(xx)
         dirn = _vdiv(-x, where(xnorm > 0, xnorm, 1.0))
@@ -341,10 +336,10 @@ def _gjk(sh: Shapes, x0):
         SA = st["SA"].at[ns].set(ia)
         SB = st["SB"].at[ns].set(ib)
         if sh.soft:
-            g_sep1 = 2.0 * _dot(x, x - w) < TOL * TOL
+            g_sep1 = 2.0 * dot3(x, x - w) < TOL * TOL
         else:
-            g_sep1 = _dot(x, x - w) < 0
-        g_sep2 = _dot(x, w) > 0
+            g_sep1 = dot3(x, x - w) < 0
+        g_sep2 = dot3(x, w) > 0
         g_walk = (n == 3) & st["walk"]
         g_done = g_end | g_sep1 | g_sep2
         g_do7 = ~g_done & ~g_walk
@@ -354,10 +349,10 @@ def _gjk(sh: Shapes, x0):
         dist, nrm = [], []
         for p, q, r in ((2, 1, 3), (0, 2, 3), (1, 0, 3), (0, 1, 2)):
             nv = _cross(S[r] - S[p], S[q] - S[p])
-            nn = _dot(nv, nv)
+            nn = dot3(nv, nv)
             good = (nn > MINVAL**2) & (nn < MAXVAL**2)
             nv = where(good, _vdiv(nv, jp.sqrt(where(good, nn, 1.0))), nv)
-            dist.append(where(good, _dot(nv, S[p]), MAXVAL))
+            dist.append(where(good, dot3(nv, S[p]), MAXVAL))
             nrm.append(nv)
         dist, nrm = jp.stack(dist), jp.stack(nrm)
         w_zero = jp.any(dist == 0)
@@ -366,7 +361,7 @@ def _gjk(sh: Shapes, x0):
         m = where(dist[i] < dist[j], i, j)
         w_in = ~w_zero & (dist[m] > 0)
         ww, wia, wib = sh.support(nrm[m])
-        w_out = ~w_zero & ~w_in & (_dot(nrm[m], ww) < 0)
+        w_out = ~w_zero & ~w_in & (dot3(nrm[m], ww) < 0)
         wk = st["wk"]
         w_last = ~w_zero & ~w_in & ~w_out & (wk + 1 >= KMAX)
         w_unsure = w_zero | w_last
@@ -427,7 +422,7 @@ def _gjk(sh: Shapes, x0):
         new["walk"] = st["walk"] & ~(in_walk & w_unsure)
         # walk state: entered from GJK (flip a negative tetrahedron), or stepped
         a, b, c, d = SW[0], SW[1], SW[2], SW[3]
-        flip = _dot(_cross(b - a, c - a), d - a) < 0
+        flip = dot3(_cross(b - a, c - a), d - a) < 0
         fp = where(flip, jp.array([1, 0, 2, 3]), jp.arange(4))
         new["WW"] = where(enter, SW[fp], where(in_walk, WW, st["WW"]))
         new["WA"] = where(enter, SA[fp], where(in_walk, WA, st["WA"]))
@@ -461,7 +456,7 @@ def _face_vec(W, fv):
     """MuJoCo's face record: (v, d2) from the face's vertex ids (a, b, c)."""
     v, none = _plane_point(W[fv[..., 2]], W[fv[..., 1]], W[fv[..., 0]])
     v = where(none[..., None], 0.0, v)
-    return v, where(none, 0.0, _dot(v, v))
+    return v, where(none, 0.0, dot3(v, v))
 
 
 def _epa(sh: Shapes, TA, TB, TD, nv_cap: int, nf_cap: int):
@@ -525,7 +520,7 @@ def _epa(sh: Shapes, TA, TB, TD, nv_cap: int, nf_cap: int):
             g = FADJ[fi, i]
             alive = ~pop & (ds["FIDX"][g] > -2)
             ge = edge_of(FV, g, FV[fi, (i + 1) % 3])
-            vis = _dot(FVEC[g], w) - FD2[g] > MINVAL
+            vis = dot3(FVEC[g], w) - FD2[g] > MINVAL
             push = alive & vis
             hor = alive & ~vis
             out = dict(ds)
@@ -569,7 +564,7 @@ def _epa(sh: Shapes, TA, TB, TD, nv_cap: int, nf_cap: int):
         w, ia, ib = sh.support(dirn)
         nv = st["nv"]
         wi = jp.minimum(nv, nv_cap - 1)
-        uk = _dot(fvec, w) / lower
+        uk = dot3(fvec, w) / lower
         better = uk < st["upper"]
         upper = where(go & better, uk, st["upper"])
         upper2 = where(go & better, uk * uk, st["upper2"])
@@ -649,11 +644,11 @@ def _contact(A, B):
     big, c = _proj_areas(W[0], W[1], W[2], v)
     lam = _vdiv(c, where(big == 0, 1.0, big))
     x1, x2 = _wsum(lam, A), _wsum(lam, B)
-    d2 = _dot(v, v)
+    d2 = dot3(v, v)
     pos_d = d2 > 0
     dist = -where(pos_d, jp.sqrt(where(pos_d, d2, 1.0)), 0.0)
     n = x1 - x2
-    nn = _dot(n, n)
+    nn = dot3(n, n)
     pos_n = nn > 0
     n = _vdiv(n, where(pos_n, jp.sqrt(where(pos_n, nn, 1.0)), 1.0))
     return dist, n, 0.5 * (x1 + x2), ~none & (big != 0) & pos_n
