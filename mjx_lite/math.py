@@ -250,6 +250,29 @@ def dot3(a: jax.Array, b: jax.Array) -> jax.Array:
     return p[..., 0] + p[..., 1] + p[..., 2]
 
 
+def argmax(x: jax.Array, axis: int = -1) -> jax.Array:
+    """``jp.argmax(x, axis)`` (int32: the first index of the maximum) as two integer
+    reductions: the largest order-preserving integer key of x, then the least index that
+    has it. ``jp.argmax`` lowers to one variadic (value, index) reduction, which XLA's CPU
+    backend does not vectorize, and a float maximum goes to YNNPACK, slow under vmap: the
+    support search over a 642-vertex mesh, vmapped over 1,024 lanes, took 1.4 ms a call
+    either way."""
+    x = jp.asarray(x)
+    x = jp.where(x == 0, jp.zeros((), x.dtype), x)  # -0 and +0 compare equal: one key
+    ibits = jp.int64 if x.dtype == jp.float64 else jp.int32
+    bits = jax.lax.bitcast_convert_type(x, ibits)
+    # negative floats order backwards as integers: flip their magnitude bits
+    key = bits ^ ((bits >> (8 * x.dtype.itemsize - 1)) & jp.iinfo(ibits).max)
+    top = jp.max(key, axis=axis, keepdims=True)
+    idx = jax.lax.broadcasted_iota(jp.int32, x.shape, axis % x.ndim)
+    return jp.min(jp.where(key == top, idx, x.shape[axis] - 1), axis=axis)
+
+
+def argmin(x: jax.Array, axis: int = -1) -> jax.Array:
+    """``jp.argmin(x, axis)`` the way of ``argmax``: the first index of the least value."""
+    return argmax(-jp.asarray(x), axis)
+
+
 def safe_norm(x: jax.Array, axis=-1, keepdims: bool = False) -> jax.Array:
     """Euclidean norm whose gradient at 0 is 0 (not NaN)."""
     sq = jp.sum(x * x, axis=axis, keepdims=keepdims)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jp
 import numpy as np
@@ -46,3 +48,27 @@ def test_dot3_is_numpys_sum_without_a_reduction():
     assert (_optimized(math.dot3, a, b) == np.sum(a * b, -1)).all()
     assert (_optimized(math.dot3, a, b[0]) == np.sum(a * b[0], -1)).all()
     assert " reduce(" not in jax.jit(math.dot3).lower(a, b).compile().as_text()
+
+
+def test_argmax_is_numpys_first_index():
+    """math.argmax / argmin give numpy's index (the first of equal extremes) in float32 and
+    float64, over either axis, with ties, -0.0 beside +0.0 and infinities, vmapped too; the
+    compiled program holds no variadic (value, index) reduction."""
+    rng = np.random.default_rng(1)
+    x = rng.integers(-3, 4, (64, 200)).astype(np.float64)  # many ties
+    x[0, :5] = [-0.0, 0.0, -0.0, -1.0, -2.0]
+    x[0, 5:] = -3.0
+    x[1, 7], x[1, 9], x[2, 3], x[2, 100] = np.inf, np.inf, -np.inf, -np.inf
+    y = rng.standard_normal((64, 200))
+    for dtype in (np.float32, np.float64):
+        for v in (x.astype(dtype), y.astype(dtype)):
+            for axis in (0, 1, -1):
+                assert (_optimized(lambda v: math.argmax(v, axis), v)
+                        == np.argmax(v, axis)).all()
+                assert (_optimized(lambda v: math.argmin(v, axis), v)
+                        == np.argmin(v, axis)).all()
+            assert (_optimized(jax.vmap(math.argmax), v) == np.argmax(v, 1)).all()
+    variadic = re.compile(r"\(f32\[64\]\{0\}, s(32|64)\[64\]\{0\}\) reduce\(")
+    y32 = y.astype(np.float32)
+    assert variadic.search(jax.jit(lambda v: jp.argmax(v, 1)).lower(y32).compile().as_text())
+    assert not variadic.search(jax.jit(math.argmax).lower(y32).compile().as_text())

@@ -78,7 +78,7 @@ def local_support(gtype: int, size, verts, d):
     if gtype == _G.BOX:
         return where(d >= 0, size, -size)
     if gtype == _G.MESH:
-        return verts[jp.argmax(verts @ d)]
+        return verts[math.argmax(d @ verts.T)]
     raise NotImplementedError(f"no convex support for geom type {gtype}")
 
 
@@ -147,7 +147,7 @@ def _local_point(gtype: int, size, verts, d):
     """(point, vertex id): a geom core's local support along local ``d``; the id is the
     mesh vertex (0 for other types), so the same point can be rebuilt from (d, id)."""
     if gtype == _G.MESH:
-        i = jp.argmax(verts @ d).astype(jp.int32)
+        i = math.argmax(d @ verts.T)
         return verts[i], i
     return local_support(gtype, size, verts, d), jp.zeros((), jp.int32)
 

@@ -174,7 +174,7 @@ def _faces(gtype, pos, mat, size, verts, table, nout, witness):
         # MuJoCo's candidates are the polygons of its contact feature: here those at the
         # supporting vertex (a mesh has polygons facing the contact far from it)
         wv = verts @ mat.T + pos
-        fidx, count, lnormal = multiccd.faces_at(table, jp.argmax(wv @ nout))
+        fidx, count, lnormal = multiccd.faces_at(table, math.argmax(nout @ wv.T))
         k = jp.arange(fidx.shape[1])
         # MuJoCo walks a mesh polygon backwards
         rev = where(k[None] < count[:, None], count[:, None] - 1 - k[None], 0)
@@ -238,7 +238,7 @@ def _edges(gtype, pos, mat, size, verts, table, nout, witness, exact: bool, thro
     elif gtype == _G.MESH:
         nbr = table[3]
         wv = verts @ mat.T + pos
-        top = jp.argmax(wv @ nout)
+        top = math.argmax(nout @ wv.T)
         v = wv[top]
         ends = wv[nbr[top]]
     else:

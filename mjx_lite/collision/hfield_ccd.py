@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.math import dot3, lanewise, rounded, where
+from mjx_lite.math import argmax, dot3, lanewise, rounded, where
 from mjx_lite.types import GeomType
 
 MINVAL = 1e-15
@@ -254,7 +254,7 @@ class Shapes:
             s = loc >= 0
             ib = s[0].astype(jp.int32) + 2 * s[1].astype(jp.int32) + 4 * s[2].astype(jp.int32)
         else:
-            ib = jp.argmax(dot3(self.local, loc[None])).astype(jp.int32)
+            ib = argmax(dot3(self.local, loc[None]))
         return self.prism_point(d, best) - self.partner_point(d, ib), best.astype(jp.int32), ib
 
 

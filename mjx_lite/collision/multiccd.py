@@ -308,11 +308,11 @@ def _polytope(gtype, size, verts, table):
 def _feature(v, valid, direction, size):
     """The support set of v (V, 3) along ``direction`` (geom frame): its first three vertices
     by support value and how many of them share the maximum (1 vertex, 2 edge, 3 face)."""
-    s = lax.stop_gradient(where(valid, v @ direction, -jp.inf))
+    s = lax.stop_gradient(where(valid, direction @ v.T, -jp.inf))
     # three argmaxes: XLA's CPU top_k sorts the whole vertex array
     ids, top = [], []
     for _ in range(3):
-        i = jp.argmax(s)
+        i = math.argmax(s)
         ids.append(i)
         top.append(s[i])
         s = s.at[i].set(-jp.inf)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import jax.numpy as jp
 from jax import lax
 
+from mjx_lite import math
 from mjx_lite.collision import multiccd
 from mjx_lite.math import where
 
@@ -79,7 +80,7 @@ def plane_mesh(pos1, mat1, size1, pos2, mat2, size2, margin, verts1, verts2, tab
     w = verts2 @ mat2.T + pos2
     depth = (w - pos1) @ n
     local_n = mat2.T @ n
-    b = jp.argmin(lax.stop_gradient(verts2 @ local_n))
+    b = math.argmin(lax.stop_gradient(local_n @ verts2.T))
     face, facenum, pnormal = multiccd.faces_at(table2, b)
     K = face.shape[1]
     k = jp.arange(K)
