@@ -47,8 +47,11 @@ def first_k(valid: jax.Array, k: int, *arrays: jax.Array):
     """
     rank = jp.cumsum(valid) - 1
     sel = valid[None, :] & (rank[None, :] == jp.arange(k)[:, None])
-    out = [jp.einsum("kn,n...->k...", sel.astype(a.dtype), a) for a in arrays]
-    return (jp.any(sel, axis=1), *out)
+    has = jp.any(sel, axis=1)
+    # a gather, not a one-hot product: vmapped in float32 that is a YNNPACK call each
+    idx = jp.sum(where(sel, jp.arange(valid.shape[0]), 0), axis=1)
+    out = [where(has.reshape((k,) + (1,) * (a.ndim - 1)), a[idx], 0.0) for a in arrays]
+    return (has, *out)
 
 
 def _zeros3(x: jax.Array) -> jax.Array:
