@@ -284,11 +284,7 @@ def argmin(x: jax.Array, axis: int = -1) -> jax.Array:
 
 def safe_norm(x: jax.Array, axis=-1, keepdims: bool = False) -> jax.Array:
     """Euclidean norm whose gradient at 0 is 0 (not NaN)."""
-    if axis in (-1, x.ndim - 1) and x.shape[-1] <= 4:  # no reduce op (see sum_last)
-        sq = sum_last(x * x)
-        sq = sq[..., None] if keepdims else sq
-    else:
-        sq = jp.sum(x * x, axis=axis, keepdims=keepdims)
+    sq = jp.sum(x * x, axis=axis, keepdims=keepdims)
     pos = sq > 0
     return where(pos, jp.sqrt(where(pos, sq, 1.0)), 0.0)
 
