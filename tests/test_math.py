@@ -43,11 +43,13 @@ def test_rounded_products_are_not_fused():
 
 def test_dot3_is_numpys_sum_without_a_reduction():
     """math.dot3 equals numpy's sum of the three products bit for bit (broadcasting), and
-    compiles to no reduce."""
+    compiles to no reduce; math.sum_last adds left to right."""
     a, b = _draws(6).reshape(2, -1, 3)
     assert (_optimized(math.dot3, a, b) == np.sum(a * b, -1)).all()
     assert (_optimized(math.dot3, a, b[0]) == np.sum(a * b[0], -1)).all()
     assert " reduce(" not in jax.jit(math.dot3).lower(a, b).compile().as_text()
+    c = _draws(4)
+    assert (_optimized(math.sum_last, c.T) == ((c[0] + c[1]) + c[2]) + c[3]).all()
 
 
 def test_argmax_is_numpys_first_index():
@@ -68,6 +70,7 @@ def test_argmax_is_numpys_first_index():
                 assert (_optimized(lambda v, axis=axis: math.argmin(v, axis), v)
                         == np.argmin(v, axis)).all()
             assert (_optimized(jax.vmap(math.argmax), v) == np.argmax(v, 1)).all()
+    assert int(math.argmax(np.array([0, 2, 2, 1]))) == 1  # integers: jp.argmax's
     variadic = re.compile(r"\(f32\[64\]\{0\}, s(32|64)\[64\]\{0\}\) reduce\(")
     y32 = y.astype(np.float32)
     assert variadic.search(jax.jit(lambda v: jp.argmax(v, 1)).lower(y32).compile().as_text())

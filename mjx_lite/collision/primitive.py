@@ -41,7 +41,7 @@ def first_k(valid: jax.Array, k: int, *arrays: jax.Array):
 
     Args:
       valid: (n,) bool candidate mask.
-      arrays: (n, ...) candidate values, all finite.
+      arrays: (n, ...) candidate values.
     Returns:
       (valid (k,), *arrays (k, ...)).
     """
