@@ -89,6 +89,14 @@ def core_radius(gtype: int, size):
     return jp.zeros((), size.dtype)
 
 
+def _dot(a, b):
+    """a . b over the last axis, elementwise. Its products may fuse into multiply-adds, as
+    the einsums it replaced did: with them rounded apart (``math.dot3``) 3 of the 1,408
+    float64 cylinder-family states of tests/acceptance/collision_multiccd.txt took another
+    search path than before."""
+    return math.sum_last(a * b)
+
+
 def _solve_batch(g, rhs):
     """Solves batched small symmetric systems g x = rhs, g (n, k, k), k = 2 or 3, by
     cofactors. Returns (x (n, k), ok (n,)): ok is False where g is (near-)singular."""
@@ -99,11 +107,11 @@ def _solve_batch(g, rhs):
     else:
         r0, r1, r2 = g[:, 0], g[:, 1], g[:, 2]
         adj = jp.stack([math.cross(r1, r2), math.cross(r2, r0), math.cross(r0, r1)], -1)
-        det = math.dot3(r0, adj[:, :, 0])
+        det = _dot(r0, adj[:, :, 0])
     diag = jp.diagonal(g, axis1=-2, axis2=-1)
     scale = diag[:, 0] * diag[:, 1] * (diag[:, 2] if g.shape[-1] == 3 else 1.0) + MINVAL
     ok = jp.abs(det) > 1e-12 * scale
-    x = math.sum_last(math.rounded(adj * rhs[:, None, :])) / where(ok, det, 1.0)[:, None]
+    x = math.sum_last(adj * rhs[:, None, :]) / where(ok, det, 1.0)[:, None]
     return where(ok[:, None], x, 0.0), ok
 
 
@@ -112,9 +120,9 @@ def _closest_simplex(p, mask):
 
     Every face of the simplex is tried (15 subsets of 4 slots, batched by size); the nearest
     projection with non-negative barycentric coordinates wins. Returns (v (3,), lam (4,),
-    mask (4,)). Its small contractions are elementwise sums (``math.dot3``, ``sum_last``),
-    not einsums: GJK runs it every iteration, and vmapped in float32 each reduction or dot
-    is a YNNPACK call (cylinder-box group, batch 64: 9 of its 31 ms).
+    mask (4,)). Its small contractions are elementwise sums (``_dot``, ``math.sum_last``), not
+    einsums: GJK runs it every iteration, and vmapped in float32 each reduction or dot is a
+    YNNPACK call (cylinder-box group, batch 64: 9 of its 31 ms).
     """
     dt = p.dtype
     eps = -1e-6 if jp.dtype(dt) == jp.float32 else -1e-11
@@ -123,8 +131,8 @@ def _closest_simplex(p, mask):
         sub = np.array([c for c in itertools.combinations(range(4), k)])
         p0 = p[sub[:, 0]]  # (n, 3)
         e = p[sub[:, 1:]] - p0[:, None]  # (n, k-1, 3)
-        g = math.dot3(e[:, :, None], e[:, None])
-        rhs = -math.dot3(e, p0[:, None])
+        g = _dot(e[:, :, None], e[:, None])
+        rhs = -_dot(e, p0[:, None])
         if k == 2:
             den = g[:, 0, 0]
             good = den > MINVAL
@@ -138,10 +146,10 @@ def _closest_simplex(p, mask):
         oks.append(inmask & good & jp.all(lam_s >= eps, -1))
     lam = jp.concatenate(lams)  # (15, 4)
     ok = jp.concatenate(oks)
-    v = math.sum_last(math.rounded(lam[:, None, :] * p.T[None]))
+    v = math.sum_last(lam[:, None, :] * p.T[None])
     # the full tetrahedron holds the origin: its closest point is the origin itself
     v = v.at[-1].set(0.0)
-    n2 = where(ok, math.dot3(v, v), BIG)
+    n2 = where(ok, _dot(v, v), BIG)
     k = math.argmin(n2)
     return v[k], lam[k], lam[k] != 0
 
