@@ -111,7 +111,7 @@ def _solve_batch(g, rhs):
     diag = jp.diagonal(g, axis1=-2, axis2=-1)
     scale = diag[:, 0] * diag[:, 1] * (diag[:, 2] if g.shape[-1] == 3 else 1.0) + MINVAL
     ok = jp.abs(det) > 1e-12 * scale
-    x = math.sum_last(adj * rhs[:, None, :]) / where(ok, det, 1.0)[:, None]
+    x = _dot(adj, rhs[:, None, :]) / where(ok, det, 1.0)[:, None]
     return where(ok[:, None], x, 0.0), ok
 
 
@@ -141,12 +141,12 @@ def _closest_simplex(p, mask):
             mu, good = _solve_batch(g, rhs)
         lam_s = jp.concatenate([1 - math.sum_last(mu)[:, None], mu], -1)  # (n, k)
         onehot = np.eye(4)[sub].transpose(0, 2, 1)  # (n, 4, k)
-        lams.append(math.sum_last(lam_s[:, None, :] * onehot.astype(dt)))
+        lams.append(_dot(lam_s[:, None, :], onehot.astype(dt)))
         inmask = jp.all(mask[sub], -1)
         oks.append(inmask & good & jp.all(lam_s >= eps, -1))
     lam = jp.concatenate(lams)  # (15, 4)
     ok = jp.concatenate(oks)
-    v = math.sum_last(lam[:, None, :] * p.T[None])
+    v = _dot(lam[:, None, :], p.T[None])
     # the full tetrahedron holds the origin: its closest point is the origin itself
     v = v.at[-1].set(0.0)
     n2 = where(ok, _dot(v, v), BIG)
