@@ -175,6 +175,27 @@ def test_convex_pair_matches_mujoco(name):
     assert worst["oracle"] == 0 and worst["face"] == 0, worst
 
 
+def test_separated_smooth_pair_takes_mujocos_gjk_distance():
+    """An ellipsoid or cylinder geom 1 apart from geom 2 by more than ccd_tolerance (within
+    the margin) gets the contact of MuJoCo 4.0's GJK distance query, stopped at
+    ccd_tolerance (``nativeccd.distance_search``), not the converged distance: same normal to
+    rounding. The converged one put ellipsoid-cylinder's separated normals up to 2.9e-5 off
+    (collision_convex.txt before session 37)."""
+    mjm = pair_model("ellipsoid", "cylinder")
+    qposes = tc.random_states(mjm, np.random.default_rng(1), 50)
+    ours, theirs = tc.ours_and_theirs(mjm, qposes)
+    apart = 0
+    for o, t in zip(ours, theirs):
+        if len(t) != 1 or t[0]["dist"] <= 1e-6:
+            continue
+        apart += 1
+        assert len(o) == 1
+        assert abs(o[0]["dist"] - t[0]["dist"]) < 1e-10
+        assert np.abs(o[0]["frame"][:3] - t[0]["frame"][:3]).max() < 1e-8
+        assert np.abs(o[0]["pos"] - t[0]["pos"]).max() < 1e-8
+    assert apart >= 4, apart
+
+
 @pytest.mark.acceptance
 def test_convex_acceptance():
     lines = ["convex-solver pairs: 50 random near-contact states each vs MuJoCo 4.0 mj_forward",

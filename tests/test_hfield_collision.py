@@ -329,7 +329,8 @@ def test_hfield_smooth_partner_matches_mujoco():
 @pytest.mark.parametrize("g2", ["ellipsoid", "box"])
 def test_hfield_margin_matches_mujoco(g2):
     """A partner with a margin (0.01 per geom), MuJoCo 4.0's rule: prisms apart from it by
-    more than ccd_tolerance get the GJK distance (converged here); touching or penetrating
+    more than ccd_tolerance get the GJK distance (an ellipsoid's: MuJoCo's distance query,
+    ``hfield_ccd.distance_search``; a box's: converged); touching or penetrating
     ones, the smooth-shape query (a box is no longer discrete) on both shapes grown by half
     the pair's margin, dist = margin - depth (normals up to ~1e-3 off the converged ones).
     Before this rule, in the margin acceptance table: ellipsoid 1177 of 1740 contacts off,

@@ -36,7 +36,9 @@ ellipsoid with capsule, ellipsoid, cylinder, box or mesh; with ``multiccd`` disa
 capsule-cylinder, capsule-mesh, cylinder-cylinder, cylinder-box, cylinder-mesh, box-mesh and
 mesh-mesh. Those with a smooth geom (all but box-mesh and mesh-mesh) take MuJoCo's own
 GJK/EPA search (``nativeccd``, its EPA stopped at ccd_tolerance as 4.0 stops it) where they
-touch or penetrate, so their normals are MuJoCo's, not the converged optimum's. Box-mesh
+touch or penetrate, and, apart within the margin with an ellipsoid or cylinder geom 1, its
+GJK distance query stopped at ccd_tolerance, so their normals are MuJoCo's, not the
+converged optimum's. Box-mesh
 and mesh-mesh under MuJoCo 4.0's default multi-contact go to
 ``multiccd``: GJK/EPA's normal, then 4.0's rule as measured in ``tests/multiccd_reference.py``
 (faces and edges taken from each geom's support feature along the normal, faces opposed
@@ -149,7 +151,7 @@ def collider(m: Model, types, grp: PairGroup | None = None, single: bool = False
     if types[0] == _G.HFIELD and types[1] in HFIELD_PARTNERS:
         if grp is None:
             return hfield.make_hfield(types[1], (1, 1), margined=True)
-        return hfield.make_hfield(types[1], _hfield_window(m, grp), _hfield_margined(m, grp))
+        return hfield.make_hfield(types[1], _hfield_window(m, grp), margined(m, grp))
     if types in COLLIDERS:
         return COLLIDERS[types]
     if single or m.opt.disableflags & DisableBit.MULTICCD:
@@ -175,8 +177,8 @@ def _hfield_window(m: Model, grp: PairGroup) -> tuple[int, int]:
     return nx, ny
 
 
-def _hfield_margined(m: Model, grp: PairGroup) -> bool:
-    """Whether a pair of a height-field group can have a margin (or gap): from the static
+def margined(m: Model, grp: PairGroup) -> bool:
+    """Whether a pair of the group can have a margin (or gap): from the static
     ``geom_extra`` (the compile-time margins; one made positive later needs a new Model), or
     the option's override margin."""
     if m.opt.enableflags & EnableBit.OVERRIDE:
@@ -377,7 +379,7 @@ def group_contacts(m: Model, d: Data, grp: PairGroup):
         sd = convex.signed_distances(*ccd, geoms, near)
         extra = {}
         if ccd in nativeccd.PAIRS:
-            sd, gen = nativeccd.refine(*ccd, geoms, args[6], sd, near)
+            sd, gen = nativeccd.refine(*ccd, geoms, args[6], sd, near, margined(m, grp))
             if getattr(fn, "GEN", False):
                 extra["gen"] = gen
         rule, rows = (lambda sd, a, extra: fn.AFTER(*sd, *a, **extra)), (sd, args, extra)

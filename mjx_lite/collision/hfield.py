@@ -17,9 +17,12 @@ prism.
 With a margin (measured against 4.0), a box, mesh, ellipsoid or cylinder partner that
 touches or penetrates a prism takes the port with the smooth-shape rules on both shapes
 grown by half the margin (dist = margin - depth); one apart by more than ccd_tolerance gets
-its GJK distance, which the converged GJK/EPA of ``convex`` gives to well within the
-tolerances. A sphere or capsule takes the grown smooth query where its core meets the bare
-prism and the converged query elsewhere (any margin), as MuJoCo reports those converged.
+its GJK distance: for an ellipsoid or cylinder the port's distance query on the bare shapes
+(``hfield_ccd.distance_search``: GJK stopped at ccd_tolerance, whose normal is up to ~1e-4 off
+the converged one), for a box or mesh the converged GJK/EPA of ``convex`` (equal to
+rounding: polytope GJK ends on its exact simplex). A sphere or capsule takes the grown
+smooth query where its core meets the bare prism and the converged query elsewhere (any
+margin), as MuJoCo reports those converged.
 The margin is traced, so every query the partner can need runs, each on the prisms it
 serves, and the margin selects; a group whose compile-time margins (and gaps) are all zero is
 built with the zero-margin queries alone (``make_hfield(margined=False)``).
@@ -106,7 +109,7 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
     cylinder (and a sphere or capsule whose core meets the prism) its smooth-shape query;
     with a margin, a partner touching or penetrating the prism (a sphere or capsule: whose
     core meets it) the smooth-shape query on both shapes grown by half the margin, the
-    others the converged GJK/EPA (see the module docstring)."""
+    others their GJK distance (see the module docstring)."""
     nx, ny = nwin
     poly = type2 in DISCRETE_CAPS
     smooth = type2 in hfield_ccd.SMOOTH
@@ -191,7 +194,25 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
             known = inside
         else:  # a group built without margins: every prism takes the zero-margin query
             known = jp.broadcast_to((margin == 0) | (not margined), needed.shape)
-        if cored or margined:
+        sg = jax.lax.stop_gradient
+        if smooth and margined and not cored:
+            # MuJoCo 4.0 measured: an ellipsoid or cylinder apart from the prism gets its
+            # GJK distance query's contact, stopped at ccd_tolerance, not the converged one
+            # (normals up to ~1e-4 apart)
+            shape = (hfield_ccd.SMOOTH[type2], size2)
+            far = jp.ones(needed.shape, bool)
+            i3 = jp.zeros(needed.shape + (3,), jp.int32)
+            found = convex.compact_map(
+                lambda skip, pv: hfield_ccd.distance_search(pv, *partner, margin,
+                                                            smooth=shape),
+                needed & ~known, (sg(prism),),
+                (far, jp.zeros(needed.shape, jp.int32), i3, i3,
+                 jp.zeros(needed.shape + (3, 3), dt), jp.zeros(needed.shape + (3,), dt)))
+            dist, normal, cpos, near = jax.vmap(
+                lambda pv, f: hfield_ccd.distance_rebuild(pv, *partner, f, smooth=shape))(
+                    prism, found)
+            dist = where(near, dist, jp.inf)
+        elif cored or margined:
             dist, normal, cpos = convex.signed_distances(_G.MESH, type2, geoms,
                                                          needed & ~known)
         else:  # nothing left for the converged query
@@ -199,12 +220,10 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
                                   jp.zeros(needed.shape + (3,), dt),
                                   jp.zeros(needed.shape + (3,), dt))
         # MuJoCo 4.0 measured, with a margin: a partner apart from the prism by more than
-        # ccd_tolerance gets its GJK distance (converged here, to well within the
-        # tolerances); a touching or penetrating one, the query on both shapes grown by half
-        # the margin with the smooth-shape stops (dist = margin - depth). Spheres and
-        # capsules excepted (above).
+        # ccd_tolerance gets its GJK distance (above); a touching or penetrating one, the
+        # query on both shapes grown by half the margin with the smooth-shape stops (dist =
+        # margin - depth). Spheres and capsules excepted (above).
         grown = needed & (margin > 0) & (dist <= hfield_ccd.TOL)
-        sg = jax.lax.stop_gradient
 
         def query(current, mask, caps, shape, qmargin):
             """``current`` (dist, normal, pos, hit) with hfield_ccd's query on the ``mask``ed

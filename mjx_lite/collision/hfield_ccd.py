@@ -304,19 +304,25 @@ def mesh_points(pos, mat, verts):
 # ---- GJK
 
 
-def _gjk(sh: Shapes, x0):
+def _gjk(sh: Shapes, x0, cutoff=None):
     """MuJoCo's GJK with the tetrahedron walk: (ok, tetrahedron ids ia (4,), ib (4,),
     support directions (4, 3)). Discrete shapes stop at zero duality gap, smooth ones at
-    2 x.(x - s) < ccd_tolerance^2 (MuJoCo's Frank-Wolfe test)."""
+    2 x.(x - s) < ccd_tolerance^2 (MuJoCo's Frank-Wolfe test).
+
+    With ``cutoff`` (a distance), MuJoCo's distance mode instead: no walk, and a support
+    plane that keeps the origin farther than ``cutoff`` ends the search as far apart. Returns
+    then (far, n, ia (3,), ib (3,), directions (3, 3), weights (3,)): the final simplex of n
+    points and the weights of its point nearest the origin (``gjk_distance``)."""
     dt = x0.dtype
     i4 = jp.zeros(4, jp.int32)
     z43 = jp.zeros((4, 3), dt)
     # phase 0: GJK, 1: walk, 2: done
     st = dict(phase=jp.zeros((), jp.int32), ok=jp.zeros((), bool), k=jp.zeros((), jp.int32),
-              walk=jp.ones((), bool), x=x0, xnorm=jp.sqrt(dot3(x0, x0)),
+              walk=jp.full((), cutoff is None), x=x0, xnorm=jp.sqrt(dot3(x0, x0)),
               n=jp.zeros((), jp.int32), SW=z43, SA=i4, SB=i4, WW=z43, WA=i4, WB=i4,
               perm=jp.arange(4, dtype=jp.int32), wk=jp.zeros((), jp.int32), TA=i4, TB=i4,
-              steps=jp.zeros((), jp.int32), SD=z43, WD=z43, TD=z43)
+              steps=jp.zeros((), jp.int32), SD=z43, WD=z43, TD=z43,
+              lam=jp.zeros(4, dt).at[0].set(1.0), far=jp.zeros((), bool))
 
     def final(n, xnorm):
         return (n == 4) & (xnorm <= TOL)
@@ -339,39 +345,46 @@ def _gjk(sh: Shapes, x0):
             g_sep1 = 2.0 * dot3(x, x - w) < TOL * TOL
         else:
             g_sep1 = dot3(x, x - w) < 0
-        g_sep2 = dot3(x, w) > 0
+        xw = dot3(x, w)
+        if cutoff is None:
+            g_sep2 = xw > 0
+        else:  # MuJoCo's distance cutoff: the support plane keeps the origin beyond it
+            g_sep2 = (xw > 0) & (xw * xw / where(xx > 0, xx, 1.0) >= cutoff * cutoff)
         g_walk = (n == 3) & st["walk"]
         g_done = g_end | g_sep1 | g_sep2
         g_do7 = ~g_done & ~g_walk
-        # -- one walk iteration
-        perm = st["perm"]
-        S = st["WW"][perm]
-        dist, nrm = [], []
-        for p, q, r in ((2, 1, 3), (0, 2, 3), (1, 0, 3), (0, 1, 2)):
-            nv = _cross(S[r] - S[p], S[q] - S[p])
-            nn = dot3(nv, nv)
-            good = (nn > MINVAL**2) & (nn < MAXVAL**2)
-            nv = where(good, _vdiv(nv, jp.sqrt(where(good, nn, 1.0))), nv)
-            dist.append(where(good, dot3(nv, S[p]), MAXVAL))
-            nrm.append(nv)
-        dist, nrm = jp.stack(dist), jp.stack(nrm)
-        w_zero = jp.any(dist == 0)
-        i = where(dist[0] < dist[1], 0, 1)
-        j = where(dist[2] < dist[3], 2, 3)
-        m = where(dist[i] < dist[j], i, j)
-        w_in = ~w_zero & (dist[m] > 0)
-        ww, wia, wib = sh.support(nrm[m])
-        w_out = ~w_zero & ~w_in & (dot3(nrm[m], ww) < 0)
-        wk = st["wk"]
-        w_last = ~w_zero & ~w_in & ~w_out & (wk + 1 >= KMAX)
-        w_unsure = w_zero | w_last
-        slot = perm[m]
-        WW = st["WW"].at[slot].set(ww)
-        WA = st["WA"].at[slot].set(wia)
-        WB = st["WB"].at[slot].set(wib)
-        WD = st["WD"].at[slot].set(nrm[m])
-        a1, a2 = (m + 1) & 3, (m + 2) & 3
-        perm2 = perm.at[a1].set(perm[a2]).at[a2].set(perm[a1])
+        # -- one walk iteration (none in distance mode)
+        perm, wk = st["perm"], st["wk"]
+        if cutoff is None:
+            S = st["WW"][perm]
+            dist, nrm = [], []
+            for p, q, r in ((2, 1, 3), (0, 2, 3), (1, 0, 3), (0, 1, 2)):
+                nv = _cross(S[r] - S[p], S[q] - S[p])
+                nn = dot3(nv, nv)
+                good = (nn > MINVAL**2) & (nn < MAXVAL**2)
+                nv = where(good, _vdiv(nv, jp.sqrt(where(good, nn, 1.0))), nv)
+                dist.append(where(good, dot3(nv, S[p]), MAXVAL))
+                nrm.append(nv)
+            dist, nrm = jp.stack(dist), jp.stack(nrm)
+            w_zero = jp.any(dist == 0)
+            i = where(dist[0] < dist[1], 0, 1)
+            j = where(dist[2] < dist[3], 2, 3)
+            m = where(dist[i] < dist[j], i, j)
+            w_in = ~w_zero & (dist[m] > 0)
+            ww, wia, wib = sh.support(nrm[m])
+            w_out = ~w_zero & ~w_in & (dot3(nrm[m], ww) < 0)
+            w_last = ~w_zero & ~w_in & ~w_out & (wk + 1 >= KMAX)
+            w_unsure = w_zero | w_last
+            slot = perm[m]
+            WW = st["WW"].at[slot].set(ww)
+            WA = st["WA"].at[slot].set(wia)
+            WB = st["WB"].at[slot].set(wib)
+            WD = st["WD"].at[slot].set(nrm[m])
+            a1, a2 = (m + 1) & 3, (m + 2) & 3
+            perm2 = perm.at[a1].set(perm[a2]).at[a2].set(perm[a1])
+        else:
+            w_in = w_out = w_unsure = jp.zeros((), bool)
+            WW, WA, WB, WD, perm2 = st["WW"], st["WA"], st["WB"], st["WD"], perm
         # -- the sub-distance step (after a GJK iteration, or after an unsure walk)
         do7 = (in_gjk & g_do7) | (in_walk & w_unsure)
         k7 = where(in_walk, wk, k)
@@ -418,6 +431,8 @@ def _gjk(sh: Shapes, x0):
         new["SB"] = where(do7, SBc, where(in_gjk, SB, st["SB"]))
         new["n"] = where(do7, n7, where(in_gjk, n_g, n))
         new["x"] = where(do7 & ~s_same, xn, x)
+        new["lam"] = where(do7, lk[order], st["lam"])
+        new["far"] = st["far"] | (end_gjk & g_sep2 & ~g_sep1 & ~g_end)
         new["k"] = where(do7 & ~s_done, k7 + 1, where(do7, k7, k))
         new["walk"] = st["walk"] & ~(in_walk & w_unsure)
         # walk state: entered from GJK (flip a negative tetrahedron), or stepped
@@ -442,6 +457,9 @@ def _gjk(sh: Shapes, x0):
 
     st = jax.lax.while_loop(lambda s: (s["phase"] != 2) & (s["steps"] < GJK_STEPS), body,
                             lanewise(st, x0))
+    if cutoff is not None:
+        return (st["far"], st["n"], st["SA"][:3], st["SB"][:3], st["SD"][:3],
+                st["lam"][:3])
     return st["ok"] & (st["phase"] == 2), st["TA"], st["TB"], st["TD"]
 
 
@@ -695,13 +713,31 @@ def prism_search(prism, pts, mat, local, box: bool, center2, nv_cap: int, nf_cap
     sh = _shapes(*jax.tree.map(sg, (prism, pts, mat, local)), box, sg(center2),
                  None if smooth is None else (smooth[0], sg(smooth[1])),
                  None if margin is None else sg(margin))
-    p6 = sh.prism
-    # the sum divided by 6 (scaling it by 1/6 instead matched 7 fewer cylinder contacts)
-    six = 0.0 * p6[0, 0] + 6.0  # not a constant: see _vdiv
-    c1 = _vdiv(((((p6[0] + p6[1]) + p6[2]) + p6[3]) + p6[4]) + p6[5], six)
-    ok_g, TA, TB, TD = _gjk(sh, c1 - sg(center2))
+    ok_g, TA, TB, TD = _gjk(sh, _centroid(sh.prism) - sg(center2))
     ok_e, ia, ib, dv = _epa(sh, TA, TB, TD, nv_cap, nf_cap)
     return ok_g & ok_e, ia, ib, dv
+
+
+def _centroid(p6):
+    """The prism's centre, where MuJoCo starts GJK from: the sum divided by 6 (scaling it
+    by 1/6 instead matched 7 fewer cylinder contacts)."""
+    six = 0.0 * p6[0, 0] + 6.0  # not a constant: see _vdiv
+    return _vdiv(((((p6[0] + p6[1]) + p6[2]) + p6[3]) + p6[4]) + p6[5], six)
+
+
+def distance_search(prism, pts, mat, local, box: bool, center2, cutoff, smooth=None):
+    """MuJoCo 4.0's GJK distance query (``_gjk``'s distance mode, stopped at ccd_tolerance)
+    between a prism and its bare partner, on ``stop_gradient``-ed inputs (arguments as
+    ``prism_search``'s; ``cutoff``: the pair's margin): (far, n, prism vertex ids (3,),
+    partner vertex ids (3,), support directions (3, 3), weights (3,)) of its final simplex.
+
+    Measured on 4.0: with a margin, a partner apart from a prism by more than ccd_tolerance
+    gets this query's contact, whose normal is up to ~1e-4 off the converged one for an
+    ellipsoid or cylinder (the Frank-Wolfe stop leaves |x - x*| up to ccd_tolerance)."""
+    sg = jax.lax.stop_gradient
+    sh = _shapes(*jax.tree.map(sg, (prism, pts, mat, local)), box, sg(center2),
+                 None if smooth is None else (smooth[0], sg(smooth[1])), None)
+    return _gjk(sh, _centroid(sh.prism) - sg(center2), cutoff=sg(cutoff))
 
 
 def prism_rebuild(prism, pts, mat, local, box: bool, center2, found, smooth=None,
@@ -713,3 +749,26 @@ def prism_rebuild(prism, pts, mat, local, box: bool, center2, found, smooth=None
     dist, n, pos, ok_c = _contact(jax.vmap(traced.prism_point)(dv, ia),
                                   jax.vmap(traced.partner_point)(dv, ib))
     return dist, n, pos, ok_s & ok_c & (dist < 0)
+
+
+def distance_rebuild(prism, pts, mat, local, box: bool, center2, found, smooth=None):
+    """The contact of ``distance_search``'s simplex (``found``) on the traced inputs
+    (``distance_contact``)."""
+    return distance_contact(_shapes(prism, pts, mat, local, box, center2, smooth, None), found)
+
+
+def distance_contact(sh: Shapes, found):
+    """The contact of a distance-mode simplex (``found``: ``_gjk``'s with a cutoff) on the
+    traced shapes ``sh``: (dist, normal from geom 1 to geom 2, pos midway between the
+    witness points, ok). The weights are the search's (the nearest point's first-order
+    change along the simplex does not move the distance); dist is 0 where the simplex holds
+    the origin, and not ok where the search ended beyond the cutoff."""
+    far, n, ia, ib, dv, lam = found
+    lam = where(jp.arange(3) < n, jax.lax.stop_gradient(lam), 0.0)
+    x1 = _wsum(lam, jax.vmap(sh.prism_point)(dv, ia))
+    x2 = _wsum(lam, jax.vmap(sh.partner_point)(dv, ib))
+    v = x2 - x1
+    vv = dot3(v, v)
+    apart = (vv > 0) & (n < 4)
+    dist = where(apart, jp.sqrt(where(apart, vv, 1.0)), 0.0)
+    return dist, _vdiv(v, where(apart, dist, 1.0)), 0.5 * (x1 + x2), ~far

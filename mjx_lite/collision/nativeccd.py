@@ -13,12 +13,17 @@ than MuJoCo's by more than 1e-4. Here the same pairs take MuJoCo's search itself
 shape in place of the prism.
 
 Which states take it, as 4.0 does (measured on ``tests/test_convex.py``'s states, margin
-0.02 per geom): a pair apart by more than ``ccd_tolerance`` keeps the converged distance (its
-GJK distance, which the general solver gives); a touching or penetrating one takes the
-query on both shapes grown by half the contact margin (dist = margin - grown depth). A
-sphere or capsule geom 1 takes it only where its core (centre, segment) touches or enters
-the other geom, else the core's converged distance minus the radius (as on a height field,
-``hfield``).
+0.02 per geom): a touching or penetrating pair takes the query on both shapes grown by half
+the contact margin (dist = margin - grown depth); one apart by more than ``ccd_tolerance``
+(within the margin), MuJoCo's GJK distance query on the bare shapes (``distance_search``:
+no tetrahedron walk, stopped at ccd_tolerance, cut off beyond the margin), whose normal the
+Frank-Wolfe stop leaves up to ~1e-4 off the converged one (the converged distance put
+ellipsoid-ellipsoid's separated normals 3.1e-5 off MuJoCo's, this query 6.7e-9). Which of
+the two is decided by the converged distance. A sphere or capsule geom 1 takes the grown
+query only where its core (centre, segment) touches or enters the other geom, else its
+core's distance minus the radius (as on a height field, ``hfield``): against an ellipsoid or
+cylinder the core's GJK distance query (``DISTANCE_PAIRS``), against a mesh the converged
+distance (the same there: GJK ends on its exact simplex against a polytope).
 
 The search runs on ``stop_gradient``-ed poses, compacted to the lanes that need it
 (``convex.compact_map``); the contact is rebuilt differentiably from the nearest face's
@@ -41,6 +46,10 @@ PAIRS = ((_G.CAPSULE, _G.ELLIPSOID), (_G.ELLIPSOID, _G.ELLIPSOID), (_G.ELLIPSOID
          (_G.ELLIPSOID, _G.BOX), (_G.ELLIPSOID, _G.MESH), (_G.SPHERE, _G.MESH),
          (_G.CAPSULE, _G.CYLINDER), (_G.CAPSULE, _G.MESH), (_G.CYLINDER, _G.CYLINDER),
          (_G.CYLINDER, _G.BOX), (_G.CYLINDER, _G.MESH))
+# the pairs whose GJK distance query (apart, within the margin) stops short of the converged
+# distance: a smooth geom on a side (a sphere's or capsule's core with a polytope converges)
+DISTANCE_PAIRS = tuple(p for p in PAIRS if p[0] in (_G.ELLIPSOID, _G.CYLINDER)
+                       or p[1] in (_G.ELLIPSOID, _G.CYLINDER))
 
 
 def _shapes(type1: int, type2: int, geoms, half):
@@ -67,6 +76,32 @@ def search(type1: int, type2: int, geoms, margin):
     return ok_g & ok_e, ia, ib, dv
 
 
+def _cored(type1: int, geoms):
+    """``geoms`` with a sphere's or capsule's radius set to 0 (its core: point, segment)."""
+    if type1 not in (_G.SPHERE, _G.CAPSULE):
+        return geoms
+    return (*geoms[:2], geoms[2].at[0].set(0.0), *geoms[3:])
+
+
+def distance_search(type1: int, type2: int, geoms, margin):
+    """MuJoCo's GJK distance query on the bare geoms (a sphere's or capsule's core; on
+    ``stop_gradient``-ed inputs), stopped at ccd_tolerance, cut off beyond ``margin``:
+    ``hfield_ccd._gjk``'s distance-mode simplex."""
+    geoms = jax.tree.map(jax.lax.stop_gradient, geoms)
+    sh = _shapes(type1, type2, _cored(type1, geoms), None)
+    cutoff = jax.lax.stop_gradient(margin) + convex.core_radius(type1, geoms[2])
+    return hfield_ccd._gjk(sh, geoms[0] - geoms[4], cutoff=cutoff)
+
+
+def distance_rebuild(type1: int, type2: int, geoms, found):
+    """The contact (dist, normal, pos, ok) of ``distance_search``'s simplex on the traced
+    geoms: a core's witness moved out by its radius."""
+    d, n, p, ok = hfield_ccd.distance_contact(_shapes(type1, type2, _cored(type1, geoms), None),
+                                              found)
+    r1 = convex.core_radius(type1, geoms[2])
+    return d - r1, n, p + (0.5 * r1) * n, ok
+
+
 def rebuild(type1: int, type2: int, geoms, margin, found):
     """The contact of ``search``'s face on the traced poses: (dist, normal, pos, ok), and the
     face's first vertex on each geom (grown shapes), where 4.0's multi-contact takes a
@@ -79,11 +114,13 @@ def rebuild(type1: int, type2: int, geoms, margin, found):
     return (dist + margin, n, pos, ok_s & ok_c & (dist < 0)), (A[0], B[0])
 
 
-def refine(type1: int, type2: int, geoms, margin, contact, active):
+def refine(type1: int, type2: int, geoms, margin, contact, active, margined: bool = True):
     """``convex.signed_distances``' contacts (dist, normal, pos) over n pairs, with MuJoCo's
     query where 4.0 takes it (module docstring): searched on the ``active`` lanes that need
-    it, rebuilt on all. Returns the contacts and (gen1, gen2, taken): the nearest face's first
-    vertex on each geom where ``taken`` (``rebuild``)."""
+    it, rebuilt on all; with ``margined`` (static: the group's pairs can have a margin) an
+    ellipsoid or cylinder geom 1 apart within the margin takes ``distance_search``'s
+    contact. Returns the contacts and (gen1, gen2, taken): the nearest face's first vertex on
+    each geom where ``taken`` (``rebuild``)."""
     dist, normal, pos = contact
     n = dist.shape[0]
     if type1 in (_G.SPHERE, _G.CAPSULE):
@@ -102,6 +139,20 @@ def refine(type1: int, type2: int, geoms, margin, contact, active):
     take = need & ok
     contact = (where(take, qd, dist), where(take[:, None], qn, normal),
                where(take[:, None], qp, pos))
+    if margined and (type1, type2) in DISTANCE_PAIRS:
+        # apart by more than ccd_tolerance (within the margin): the contact of MuJoCo's GJK
+        # distance query, whose stop leaves the normal up to ~1e-4 off the converged one
+        apart = active & ~need & (dist <= margin)
+        i3 = jp.zeros((n, 3), jp.int32)
+        found = convex.compact_map(
+            lambda skip, g, mg: distance_search(type1, type2, g, mg), apart, (geoms, margin),
+            (jp.ones(n, bool), jp.zeros(n, jp.int32), i3, i3, jp.zeros((n, 3, 3), dt),
+             jp.zeros((n, 3), dt)), convex.EPA_CHUNK)
+        gd, gn, gp, near = convex.lanes_vmap(
+            lambda g, f: distance_rebuild(type1, type2, g, f), n, geoms, found)
+        sep = apart & near
+        contact = (where(sep, gd, contact[0]), where(sep[:, None], gn, contact[1]),
+                   where(sep[:, None], gp, contact[2]))
     return contact, (gen1, gen2, take)
 
 
