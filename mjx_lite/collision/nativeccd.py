@@ -117,8 +117,8 @@ def rebuild(type1: int, type2: int, geoms, margin, found):
 def refine(type1: int, type2: int, geoms, margin, contact, active, margined: bool = True):
     """``convex.signed_distances``' contacts (dist, normal, pos) over n pairs, with MuJoCo's
     query where 4.0 takes it (module docstring): searched on the ``active`` lanes that need
-    it, rebuilt on all; with ``margined`` (static: the group's pairs can have a margin) an
-    ellipsoid or cylinder geom 1 apart within the margin takes ``distance_search``'s
+    it, rebuilt on all; with ``margined`` (static: the group's pairs can have a margin) a
+    pair of ``DISTANCE_PAIRS`` apart within the margin takes ``distance_search``'s
     contact. Returns the contacts and (gen1, gen2, taken): the nearest face's first vertex on
     each geom where ``taken`` (``rebuild``)."""
     dist, normal, pos = contact
