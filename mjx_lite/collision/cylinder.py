@@ -4,8 +4,8 @@ capsule-cylinder, capsule-mesh, cylinder-cylinder, cylinder-box, cylinder-mesh.
 Measured against mujoco 4.0.0 (``tests/multiccd_reference.py``, section "Cylinders and
 capsules"), not read from its source. GJK/EPA gives the normal ``n`` (geom1 -> geom2), the
 depth and the witness points: MuJoCo's own search where the geoms touch or penetrate
-(``nativeccd``), where they are apart its GJK distance query (a cylinder geom 1) or the
-converged distance (``convex``: a capsule's core); then each geom
+(``nativeccd``), where they are apart its GJK distance query (``nativeccd.DISTANCE_PAIRS``;
+capsule-mesh: the converged distance of ``convex``, the same there); then each geom
 offers candidate faces and edges:
 
 * a cylinder: its cap facing the contact as a regular 16-gon (corners at radius r and

@@ -36,12 +36,11 @@ ellipsoid with capsule, ellipsoid, cylinder, box or mesh; with ``multiccd`` disa
 capsule-cylinder, capsule-mesh, cylinder-cylinder, cylinder-box, cylinder-mesh, box-mesh and
 mesh-mesh. Those with a smooth geom (all but box-mesh and mesh-mesh) take MuJoCo's own
 GJK/EPA search (``nativeccd``, its EPA stopped at ccd_tolerance as 4.0 stops it) where they
-touch or penetrate, and, apart within the margin with an ellipsoid or cylinder geom 1, its
-GJK distance query stopped at ccd_tolerance, so their normals are MuJoCo's, not the
-converged optimum's. Box-mesh
-and mesh-mesh under MuJoCo 4.0's default multi-contact go to
-``multiccd``: GJK/EPA's normal, then 4.0's rule as measured in ``tests/multiccd_reference.py``
-(faces and edges taken from each geom's support feature along the normal, faces opposed
+touch or penetrate, and, apart within the margin with an ellipsoid or cylinder (a capsule
+on its core), its GJK distance query stopped at ccd_tolerance, so their normals are MuJoCo's,
+not the converged optimum's. Box-mesh and mesh-mesh under MuJoCo 4.0's default
+multi-contact go to ``multiccd``: GJK/EPA's normal, then 4.0's rule as measured in
+``tests/multiccd_reference.py`` (faces and edges taken from each geom's support feature along the normal, faces opposed
 within 0.996, an edge in a face within 0.0888, each point with its own depth), with the hull
 polygons of ``mesh_poly*``.
 Points beyond the pair margin are dropped (measured at margin 0.01 per geom: 497 of 500

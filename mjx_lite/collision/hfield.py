@@ -200,14 +200,10 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
             # GJK distance query's contact, stopped at ccd_tolerance, not the converged one
             # (normals up to ~1e-4 apart)
             shape = (hfield_ccd.SMOOTH[type2], size2)
-            far = jp.ones(needed.shape, bool)
-            i3 = jp.zeros(needed.shape + (3,), jp.int32)
             found = convex.compact_map(
                 lambda skip, pv: hfield_ccd.distance_search(pv, *partner, margin,
                                                             smooth=shape),
-                needed & ~known, (sg(prism),),
-                (far, jp.zeros(needed.shape, jp.int32), i3, i3,
-                 jp.zeros(needed.shape + (3, 3), dt), jp.zeros(needed.shape + (3,), dt)))
+                needed & ~known, (sg(prism),), hfield_ccd.distance_unsearched(needed.shape, dt))
             dist, normal, cpos, near = jax.vmap(
                 lambda pv, f: hfield_ccd.distance_rebuild(pv, *partner, f, smooth=shape))(
                     prism, found)

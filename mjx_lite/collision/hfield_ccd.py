@@ -312,7 +312,7 @@ def _gjk(sh: Shapes, x0, cutoff=None):
     With ``cutoff`` (a distance), MuJoCo's distance mode instead: no walk, and a support
     plane that keeps the origin farther than ``cutoff`` ends the search as far apart. Returns
     then (far, n, ia (3,), ib (3,), directions (3, 3), weights (3,)): the final simplex of n
-    points and the weights of its point nearest the origin (``gjk_distance``)."""
+    points and the weights of its point nearest the origin (``distance_contact``)."""
     dt = x0.dtype
     i4 = jp.zeros(4, jp.int32)
     z43 = jp.zeros((4, 3), dt)
@@ -755,6 +755,13 @@ def distance_rebuild(prism, pts, mat, local, box: bool, center2, found, smooth=N
     """The contact of ``distance_search``'s simplex (``found``) on the traced inputs
     (``distance_contact``)."""
     return distance_contact(_shapes(prism, pts, mat, local, box, center2, smooth, None), found)
+
+
+def distance_unsearched(shape: tuple, dt):
+    """``distance_search``'s result for lanes not searched (leading ``shape``): far apart."""
+    i3 = jp.zeros(shape + (3,), jp.int32)
+    return (jp.ones(shape, bool), jp.zeros(shape, jp.int32), i3, i3,
+            jp.zeros(shape + (3, 3), dt), jp.zeros(shape + (3,), dt))
 
 
 def distance_contact(sh: Shapes, found):

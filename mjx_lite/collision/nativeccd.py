@@ -143,11 +143,9 @@ def refine(type1: int, type2: int, geoms, margin, contact, active, margined: boo
         # apart by more than ccd_tolerance (within the margin): the contact of MuJoCo's GJK
         # distance query, whose stop leaves the normal up to ~1e-4 off the converged one
         apart = active & ~need & (dist <= margin)
-        i3 = jp.zeros((n, 3), jp.int32)
         found = convex.compact_map(
             lambda skip, g, mg: distance_search(type1, type2, g, mg), apart, (geoms, margin),
-            (jp.ones(n, bool), jp.zeros(n, jp.int32), i3, i3, jp.zeros((n, 3, 3), dt),
-             jp.zeros((n, 3), dt)), convex.EPA_CHUNK)
+            hfield_ccd.distance_unsearched((n,), dt), convex.EPA_CHUNK)
         gd, gn, gp, near = convex.lanes_vmap(
             lambda g, f: distance_rebuild(type1, type2, g, f), n, geoms, found)
         sep = apart & near
