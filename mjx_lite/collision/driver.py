@@ -40,9 +40,9 @@ touch or penetrate, and, apart within the margin with an ellipsoid or cylinder (
 on its core), its GJK distance query stopped at ccd_tolerance, so their normals are MuJoCo's,
 not the converged optimum's. Box-mesh and mesh-mesh under MuJoCo 4.0's default
 multi-contact go to ``multiccd``: GJK/EPA's normal, then 4.0's rule as measured in
-``tests/multiccd_reference.py`` (faces and edges taken from each geom's support feature along the normal, faces opposed
-within 0.996, an edge in a face within 0.0888, each point with its own depth), with the hull
-polygons of ``mesh_poly*``.
+``tests/multiccd_reference.py`` (faces and edges taken from each geom's support feature
+along the normal, faces opposed within 0.996, an edge in a face within 0.0888, each point
+with its own depth), with the hull polygons of ``mesh_poly*``.
 Points beyond the pair margin are dropped (measured at margin 0.01 per geom: 497 of 500
 states within the convex tolerance); of more than 4 clipped points 4.0 keeps the quadrilateral
 of its greedy search (``multiccd.polygon_quad``) over mesh faces walked backwards.
