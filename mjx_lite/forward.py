@@ -139,9 +139,9 @@ def forward(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll",
     ``loop="fixed"`` runs exactly ``opt.iterations`` solver iterations (reverse-mode AD at any
     count); ``"early_exit"`` stops at convergence (forward-only speed). ``adjoint`` selects the
     backward mode of the solve: "unroll" (through the iterations) or "implicit" (the optimality
-    condition at the solution, see ``solver.solve``). ``contact_smoothing`` (a distance, static)
-    leaves the result unchanged and gives it the derivative of a model whose contacts push
-    from that far apart (``mjx_lite.smoothing``).
+    condition at the solution, which the forward then converges to, see ``solver.solve``).
+    ``contact_smoothing`` (a distance, static) leaves the result unchanged and gives it the
+    derivative of a model whose contacts push from that far apart (``mjx_lite.smoothing``).
     """
     return smoothing.smoothed(
         lambda m, d: _forward(m, d, loop=loop, adjoint=adjoint, sensors=True), m, d,

@@ -12,7 +12,9 @@ at any count; convergence (``tolerance``) freezes the iterate through a mask. Th
 is a ``while_loop`` that is never differentiated: its step takes the derivative of the 1-D
 Newton point at the step (see ``_linesearch``).
 ``loop="early_exit"`` uses ``lax.while_loop`` instead (faster; with ``adjoint="implicit"``
-differentiable too, as the implicit adjoint never differentiates the iterations).
+differentiable too, as the implicit adjoint never differentiates the iterations). The implicit
+adjoint differentiates the minimizer, so with it the forward returns the minimizer: islands the
+configured iterations leave unconverged take Newton iterations until they converge.
 
 The solution is characterised by ``residual(m, d, qacc) = 0`` (the primal gradient), and
 ``hessian(m, d, qacc)`` is its Jacobian: an implicit adjoint needs only these two.
@@ -597,14 +599,16 @@ def _primal_step(m, d, p, cone, isl: _Islands, newton: bool, differentiated: boo
     return jax.tree_util.tree_map(lambda k, o, n: where(k, o, n), keep, ctx, new)
 
 
-def _init(m: Model, d: Data, p: RowPlan, cone, isl: _Islands, newton: bool) -> Context:
+def _init(m: Model, d: Data, p: RowPlan, cone, isl: _Islands, newton: bool,
+          start: jax.Array | None = None) -> Context:
+    """The first iterate: the warmstart or qacc_smooth, whichever costs less, or ``start``."""
     def at(qacc):
         ma = d.qM @ qacc
         jar = d.efc_J @ qacc - d.efc_aref
         return qacc, ma, jar
 
-    qacc = d.qacc_smooth
-    if not m.opt.disableflags & DisableBit.WARMSTART:
+    qacc = d.qacc_smooth if start is None else start
+    if start is None and not m.opt.disableflags & DisableBit.WARMSTART:
         # start from the warmstart unless the unconstrained acceleration costs less (compared
         # over the whole model, before islands)
         qw, maw, jarw = at(d.qacc_warmstart)
@@ -629,12 +633,16 @@ def _init(m: Model, d: Data, p: RowPlan, cone, isl: _Islands, newton: bool) -> C
 
 
 def _solve_primal(m: Model, d: Data, p: RowPlan, newton: bool, loop: str, *,
-                  differentiated: bool) -> Context:
+                  differentiated: bool, start: jax.Array | None = None,
+                  done: jax.Array | None = None) -> Context:
     """``differentiated``: reverse mode runs through the iterations (the unrolled adjoint
-    with the fixed loop), so every loop inside must be of fixed length."""
+    with the fixed loop), so every loop inside must be of fixed length. ``start``: the first
+    iterate (default: ``_init``'s choice); ``done``: islands already solved, which keep it."""
     cone = _cone(m, d, p)
     isl = _islands(m, d)
-    ctx = _init(m, d, p, cone, isl, newton)
+    ctx = _init(m, d, p, cone, isl, newton, start)
+    if done is not None:
+        ctx = ctx.replace(done=ctx.done | done)
     differentiated = differentiated and loop == "fixed"
     step = lambda c: _primal_step(m, d, p, cone, isl, newton, differentiated, c)  # noqa: E731
     if loop == "early_exit":
@@ -989,15 +997,29 @@ def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
 # implicit adjoint
 
 
+# The implicit adjoint is the derivative of the minimizer, so the forward it pairs with must
+# return the minimizer: where the configured solver's opt.iterations leave an island
+# unconverged, Newton iterations continue from its iterate until opt.tolerance's tests pass
+# (at tolerance 0: until the step stalls at rounding) or this many more have run.
+IMPLICIT_MAX_POLISH = 100
+
+
 def _iterate(m: Model, d: Data, loop: str):
-    """(qacc, niter) of the configured solver, without any derivative rule."""
+    """(qacc, niter) of the configured solver, then Newton polish to convergence (see
+    ``IMPLICIT_MAX_POLISH``), without any derivative rule."""
     p = _plan(m, d)
     if m.opt.solver == SolverType.PGS:
+        # PGS's stop is a dual improvement: the Newton start's own tests decide
         qacc, _, niter = _solve_pgs(m, d, p, loop)
-        return qacc, niter
-    ctx = _solve_primal(m, d, p, m.opt.solver == SolverType.NEWTON, loop,
-                        differentiated=False)
-    return ctx.qacc, ctx.niter
+        done = None
+    else:
+        ctx = _solve_primal(m, d, p, m.opt.solver == SolverType.NEWTON, loop,
+                            differentiated=False)
+        qacc, niter, done = ctx.qacc, ctx.niter, ctx.done
+    polish_m = m.replace(opt=m.opt.replace(iterations=IMPLICIT_MAX_POLISH))
+    polish = _solve_primal(polish_m, d, p, True, "early_exit", differentiated=False,
+                           start=qacc, done=done)
+    return polish.qacc, niter + polish.niter
 
 
 def _solve_implicit(m: Model, d: Data, loop: str):
@@ -1059,7 +1081,10 @@ def solve(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") ->
         computed, converged or not; each line search passes the derivative of its final
         Newton point, see ``_linesearch``); "implicit" differentiates the optimality
         condition at the returned qacc (the derivative of the exact solution: equal to the
-        unrolled one at convergence, cost independent of the iterations, any ``loop``).
+        unrolled one at convergence, cost independent of the iterations, any ``loop``); so
+        that qacc is the solution, islands that opt.iterations leave unconverged continue
+        with up to ``IMPLICIT_MAX_POLISH`` Newton iterations (not differentiated), counted in
+        solver_niter. Where opt.iterations converge, both adjoints run the same forward.
     """
     if loop not in ("fixed", "early_exit"):
         raise ValueError(f"loop must be 'fixed' or 'early_exit', got {loop!r}")

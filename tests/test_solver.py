@@ -140,34 +140,45 @@ def test_grad_finite(solver_type):
     assert float(jp.abs(g[0]).max()) > 0
 
 
-@pytest.mark.parametrize("solver_type,iterations", [(SolverType.NEWTON, 1),
-                                                    (SolverType.CG, 3)])
-def test_unrolled_derivative_of_an_unconverged_solve(solver_type, iterations):
-    """The unrolled adjoint stopped after 1 or 3 iterations (tolerance 0, so short of the
-    solution, elliptic contacts, limits, friction loss) equals central differences of that
-    same map: the line search, run as a while_loop on constants, passes the derivative of
-    its final Newton point (solver._linesearch)."""
+@pytest.mark.parametrize("solver_type,iterations,adjoint", [
+    (SolverType.NEWTON, 1, "unroll"), (SolverType.CG, 3, "unroll"),
+    (SolverType.CG, 1, "implicit"), (SolverType.PGS, 1, "implicit")])
+def test_derivative_of_an_unconverged_solve(solver_type, iterations, adjoint):
+    """Stopped after 1 or 3 iterations (tolerance 0, so short of the solution; elliptic
+    contacts, limits, friction loss), each adjoint equals central differences of the map it
+    differentiates. Unrolled: that same map; the line search, run as a while_loop on
+    constants, passes the derivative of its final Newton point (solver._linesearch).
+    Implicit: its forward continues with Newton to the solution (solver.IMPLICIT_MAX_POLISH),
+    which it returns, as a converged solve does, with the extra iterations counted."""
     opt = dict(CONVERGED, solver=int(solver_type), iterations=iterations, tolerance=0.0,
                cone=ELLIPTIC)
     _, _, m, d = setup(CONTACT_XML, seed=1, qvel_noise=0.3, opt=opt)
     qm_inv = jp.linalg.inv(d.qM)
 
-    def qacc(x):
+    def solved(x):
         qfrc, aref = x[:m.nv], x[m.nv:]
         dd = d.replace(qfrc_smooth=qfrc, qacc_smooth=qm_inv @ qfrc, efc_aref=aref)
-        return solver.solve(m, dd).qacc
+        return solver.solve(m, dd, adjoint=adjoint)
+
+    def qacc(x):
+        return solved(x).qacc
 
     x0 = jp.concatenate([d.qfrc_smooth, d.efc_aref])
     # the differences' values come from the Jacobian's own program (one compile, not two)
-    value_and_jac = jax.jit(lambda x: (qacc(x), jax.jacrev(qacc)(x)))
-    jac = value_and_jac(x0)[1]
+    value_and_jac = jax.jit(lambda x: (solved(x), jax.jacrev(qacc)(x)))
+    out, jac = value_and_jac(x0)
     dirs = jp.asarray(np.random.default_rng(0).standard_normal((4, x0.shape[0])))
-    f = lambda x: value_and_jac(x)[0]  # noqa: E731
+    f = lambda x: value_and_jac(x)[0].qacc  # noqa: E731
     eps = 1e-6
     fd = jp.stack([(f(x0 + eps * u) - f(x0 - eps * u)) / (2 * eps) for u in dirs])
-    moved = f(x0) - d.qacc_smooth
+    moved = out.qacc - d.qacc_smooth
     assert float(jp.abs(moved).max()) > 1e-3  # the contacts do act on this state
     assert rel_error(dirs @ jac.T, fd) <= 1e-6
+    if adjoint == "implicit":
+        newton = m.replace(opt=m.opt.replace(solver=SolverType.NEWTON, iterations=200))
+        exact = _solve(newton, d)
+        assert rel_error(out.qacc, exact.qacc) <= 1e-10
+        assert int(out.solver_niter[0]) > iterations
 
 
 def test_vmap_batch():
