@@ -142,7 +142,8 @@ def test_grad_finite(solver_type):
 
 @pytest.mark.parametrize("solver_type,iterations,adjoint", [
     (SolverType.NEWTON, 1, "unroll"), (SolverType.CG, 3, "unroll"),
-    (SolverType.CG, 1, "implicit"), (SolverType.PGS, 1, "implicit")])
+    (SolverType.NEWTON, 1, "implicit"), (SolverType.CG, 1, "implicit"),
+    (SolverType.PGS, 1, "implicit")])
 def test_derivative_of_an_unconverged_solve(solver_type, iterations, adjoint):
     """Stopped after 1 or 3 iterations (tolerance 0, so short of the solution; elliptic
     contacts, limits, friction loss), each adjoint equals central differences of the map it
