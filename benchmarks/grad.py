@@ -9,11 +9,14 @@ peak memory (XLA's buffer assignment: arguments + outputs + temporaries of the c
 program) of
   forward     a vmapped rollout of ``step`` with open-loop controls (``mjx_lite.rollout``,
               a ``lax.scan``; the fixed-iteration loop that ``unroll`` differentiates),
-  fwd-early   the same with ``loop="early_exit"`` (the forward that ``implicit`` runs),
+  fwd-implicit the same with the implicit gradient's step options (early-exit loop; the
+              solve continued to convergence where ``iterations`` leave it short, as the
+              implicit adjoint's forward does): the map ``implicit`` differentiates,
   unroll      jax.grad of a loss of the final state w.r.t. the controls, through the iterations,
   checkpoint  the same with ``jax.checkpoint`` per step (rollout(checkpoint=True)),
   implicit    the implicit solver adjoint with the early-exit loop,
-each also as a ratio to the forward rollout, the jit seconds split into JAX's trace and
+each also as a ratio to the forward rollout (``implicit`` to ``fwd-implicit`` too), the jit
+seconds split into JAX's trace and
 lowering and XLA's compile; then MJX's forward and gradient at
 ``iterations=1`` (its solver's while_loop is reverse-differentiable only then). float32.
 Disable the persistent compilation cache when measuring jit seconds.
@@ -98,25 +101,28 @@ def bench_mjx_lite(path, batches, nsteps: int, iterations: int | None, report,
     import mjx_lite
 
     m, d, forward, grad = mjx_lite_programs(mjx_lite, path, nsteps, iterations, solver)
-    early = {"loop": "early_exit"}
     for b in batches:
         db = _batch(d, b, jax.random.key(0))
         ctrls = jp.zeros((b, nsteps, m.nu), d.qpos.dtype)
         programs = {
             "forward": forward,
-            "fwd-early": lambda x, c: forward(x, c, step_fn=early),
+            "fwd-implicit": lambda x, c: forward(x, c, step_fn=IMPLICIT),
             "unroll": grad,
             "checkpoint": lambda x, c: grad(x, c, checkpoint=True),
             "implicit": lambda x, c: grad(x, c, step_fn=IMPLICIT),
         }
-        base = None
+        results = {}
         for name, fn in programs.items():
             if name in skip:
                 report(f"  batch {b}", name, {"error": "skipped (--skip)"}, None)
                 continue
-            r = _measure(fn, db, ctrls)
-            base = base or r
+            r = results[name] = _measure(fn, db, ctrls)
+            base = next(iter(results.values()))
             report(f"  batch {b}", name, r, None if name == "forward" else base)
+        if "implicit" in results and "fwd-implicit" in results:
+            # the backward's cost over the forward it differentiates
+            report(f"  batch {b}", "implicit", results["implicit"], results["fwd-implicit"],
+                   "fwd-implicit")
 
 
 def _mjx_program(path: str, batch: int, nsteps: int, solver: str | None, name: str) -> dict:
@@ -162,14 +168,14 @@ def bench_mjx(path, batches, nsteps: int, report, solver: str | None = None,
             report(f"  batch {b}", name, r, None if name == "forward" else base)
 
 
-def _fmt(name: str, r: dict, base: dict | None) -> str:
+def _fmt(name: str, r: dict, base: dict | None, base_name: str = "forward") -> str:
     if "error" in r:
-        return f"    {name:<10} error: {r['error']}"
-    s = f"    {name:<10} jit {r['jit_s']:7.1f} s  run {r['run_s'] * 1e3:9.1f} ms"
+        return f"    {name:<12} error: {r['error']}"
+    s = f"    {name:<12} jit {r['jit_s']:7.1f} s  run {r['run_s'] * 1e3:9.1f} ms"
     if r["peak_mb"] is not None:
         s += f"  peak {r['peak_mb']:8.1f} MB"
     if base is not None and "error" not in base:
-        s += (f"  | x forward: run {r['run_s'] / base['run_s']:5.2f}  jit "
+        s += (f"  | x {base_name}: run {r['run_s'] / base['run_s']:5.2f}  jit "
               f"{r['jit_s'] / base['jit_s']:5.2f}")
         if r["peak_mb"] is not None and base["peak_mb"]:
             s += f"  mem {r['peak_mb'] / base['peak_mb']:6.1f}"
@@ -192,7 +198,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=None,
                         help="solver iterations for mjx_lite (default: the model's)")
     parser.add_argument("--skip", nargs="+", default=[],
-                        choices=["fwd-early", "unroll", "checkpoint", "implicit"],
+                        choices=["fwd-implicit", "unroll", "checkpoint", "implicit"],
                         help="mjx_lite programs not to run (gymnasium humanoid's unrolled "
                              "gradient at batch 64 needs more than 23 GB)")
     parser.add_argument("--mjx-timeout", type=float, default=3600,
@@ -203,12 +209,12 @@ def main() -> None:
           f"iterations: {its}", flush=True)
     header = [None]
 
-    def report(group, name, r, base):
+    def report(group, name, r, base, base_name="forward"):
         # one line per measurement, printed as it lands: a long run cut short keeps its rows
         if group != header[0]:
             print(group, flush=True)
             header[0] = group
-        print(_fmt(name, r, base), flush=True)
+        print(_fmt(name, r, base, base_name), flush=True)
 
     for name in args.models:
         path = _model_path(name)
