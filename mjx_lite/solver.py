@@ -1009,9 +1009,10 @@ def _iterate(m: Model, d: Data, loop: str):
     ``IMPLICIT_MAX_POLISH``), without any derivative rule."""
     p = _plan(m, d)
 
-    def newton(iterations, **start):
+    def newton(iterations, start=None, done=None):
         budget = m.replace(opt=m.opt.replace(iterations=iterations))
-        return _solve_primal(budget, d, p, True, "early_exit", differentiated=False, **start)
+        return _solve_primal(budget, d, p, True, "early_exit", differentiated=False,
+                             start=start, done=done)
 
     if m.opt.solver == SolverType.NEWTON:
         # Newton's own loop, run on: where opt.iterations converge it stops where they do (the
