@@ -17,7 +17,9 @@ adjoint differentiates the minimizer, so with it the forward returns the minimiz
 configured iterations leave unconverged take Newton iterations until they converge.
 
 The solution is characterised by ``residual(m, d, qacc) = 0`` (the primal gradient), and
-``hessian(m, d, qacc)`` is its Jacobian: an implicit adjoint needs only these two.
+``hessian(m, d, qacc)`` is its Jacobian: an implicit adjoint needs only these two (the
+differentiated forward keeps the Cholesky factor of the last Newton iterate's Hessian, so the
+adjoint does not build and factor it again).
 
 PGS solves the dual problem with up to ``opt.iterations`` projected Gauss-Seidel sweeps,
 MuJoCo 4.0's algorithm step for step: every sweep visits the active constraints in a
@@ -66,7 +68,8 @@ class Context(PyTreeNode):
 
     Fields: qacc (nv,), Ma (nv,) = M qacc, jar (nefc,) = J qacc - aref, cost (K,) per island,
     grad (nv,), Mgrad (nv,) preconditioned gradient, search (nv,), done (K,) bool, niter (K,)
-    int; K island slots (one when islands are disabled).
+    int; K island slots (one when islands are disabled); factor (nv, nv) the Cholesky factor
+    of the Hessian at qacc, kept only where the implicit adjoint asks for it (else None).
     """
 
     qacc: jax.Array
@@ -78,6 +81,7 @@ class Context(PyTreeNode):
     search: jax.Array
     done: jax.Array
     niter: jax.Array
+    factor: jax.Array | None = None
 
 
 class _Cone(PyTreeNode):
@@ -266,8 +270,10 @@ def _islands(m: Model, d: Data) -> _Islands:
                     empty=jp.sum(dof, 0) == 0)
 
 
-def _evaluate(m, d, p, cone, isl: _Islands, qacc, ma, jar, newton: bool, need_mgrad=None):
-    """Per-island cost (K,), gradient and preconditioned gradient at qacc.
+def _evaluate(m, d, p, cone, isl: _Islands, qacc, ma, jar, newton: bool, need_mgrad=None,
+              factor: bool = False):
+    """Per-island cost (K,), gradient, preconditioned gradient at qacc and (Newton with
+    ``factor``, else None) the Hessian's Cholesky factor.
 
     ``need_mgrad`` (Newton only): a function of the gradient saying (traced bool) whether
     another iteration will use the preconditioned gradient; where none will, the Hessian is
@@ -279,6 +285,9 @@ def _evaluate(m, d, p, cone, isl: _Islands, qacc, ma, jar, newton: bool, need_mg
     gauss = 0.5 * (qacc - d.qacc_smooth) * (ma - d.qfrc_smooth)
     cost = gauss @ isl.dof + s @ isl.efc
     grad = ma - d.qfrc_smooth - d.efc_J.T @ force
+    if newton and factor:
+        low = linalg.cholesky(_hessian(m, d, p, cone, quad, middle, hcone))
+        return cost, grad, linalg.cho_solve(low, grad), low
     if newton:
         # islands are blocks of H (rows couple only trees of one island): one solve serves all
         def precondition(grad):
@@ -293,7 +302,7 @@ def _evaluate(m, d, p, cone, isl: _Islands, qacc, ma, jar, newton: bool, need_mg
             mgrad = jax.lax.cond(need_mgrad(grad), precondition, jp.zeros_like, grad)
     else:
         mgrad = smooth.solve_m(m, d, grad)
-    return cost, grad, mgrad
+    return cost, grad, mgrad, None
 
 
 def _linesearch(m, d, p, cone, isl: _Islands, ctx: Context, differentiated: bool):
@@ -568,7 +577,10 @@ def _primal_step(m, d, p, cone, isl: _Islands, newton: bool, differentiated: boo
         running = ~(ctx.done | stalled | stops(grad))
         return jp.any(running) & (jp.max(ctx.niter) + 1 < m.opt.iterations)
 
-    cost, grad, mgrad = _evaluate(m, d, p, cone, isl, qacc, ma, jar, newton, next_iteration)
+    # the implicit adjoint's forward keeps the factor at every iterate, the final one its solve's
+    keep_factor = ctx.factor is not None
+    cost, grad, mgrad, low = _evaluate(m, d, p, cone, isl, qacc, ma, jar, newton,
+                                       None if keep_factor else next_iteration, keep_factor)
     if newton:
         search = -mgrad
     else:
@@ -588,19 +600,20 @@ def _primal_step(m, d, p, cone, isl: _Islands, newton: bool, differentiated: boo
         done = done | (isl.scale * 0.5 * ((grad * mgrad) @ isl.dof) < tol)
     # a line search that finds no step ends the island's solve without counting an iteration
     new = Context(qacc=qacc, Ma=ma, jar=jar, cost=cost, grad=grad, Mgrad=mgrad,
-                  search=search, done=done | stalled, niter=ctx.niter + 1)
+                  search=search, done=done | stalled, niter=ctx.niter + 1, factor=low)
     # islands that have converged keep their iterate; dofs and rows in no island never move
     frozen = ctx.done | stalled
     running = (~frozen).astype(isl.dof.dtype)
     keep_dof = (isl.dof @ running) < 0.5
     keep_efc = (isl.efc @ running) < 0.5
     keep = Context(qacc=keep_dof, Ma=keep_dof, jar=keep_efc, cost=frozen, grad=keep_dof,
-                   Mgrad=keep_dof, search=keep_dof, done=ctx.done, niter=frozen)
+                   Mgrad=keep_dof, search=keep_dof, done=ctx.done, niter=frozen,
+                   factor=None if low is None else keep_dof[:, None])
     return jax.tree_util.tree_map(lambda k, o, n: where(k, o, n), keep, ctx, new)
 
 
 def _init(m: Model, d: Data, p: RowPlan, cone, isl: _Islands, newton: bool,
-          start: jax.Array | None = None) -> Context:
+          start: jax.Array | None = None, factor: bool = False) -> Context:
     """The first iterate: the warmstart or qacc_smooth, whichever costs less, or ``start``."""
     def at(qacc):
         ma = d.qM @ qacc
@@ -620,7 +633,8 @@ def _init(m: Model, d: Data, p: RowPlan, cone, isl: _Islands, newton: bool,
         # dofs in no island are unconstrained: qacc_smooth
         qacc = where(jp.sum(isl.dof, 1) > 0, qacc, d.qacc_smooth)
     qacc, ma, jar = at(qacc)
-    cost, grad, mgrad = _evaluate(m, d, p, cone, isl, qacc, ma, jar, newton)
+    cost, grad, mgrad, low = _evaluate(m, d, p, cone, isl, qacc, ma, jar, newton,
+                                       factor=factor)
     # duality-gap certificate (MuJoCo 4.0): 0.5 g' M^-1 g bounds the suboptimality
     mg = mgrad if not newton else smooth.solve_m(m, d, grad)
     cert = isl.scale * 0.5 * ((grad * mg) @ isl.dof) < m.opt.tolerance
@@ -629,18 +643,19 @@ def _init(m: Model, d: Data, p: RowPlan, cone, isl: _Islands, newton: bool,
     k = isl.scale.shape[0]
     return Context(qacc=qacc, Ma=ma, jar=jar, cost=cost, grad=grad, Mgrad=mgrad,
                    search=-mgrad, done=cert | isl.empty | (p.nefc == 0),
-                   niter=jp.zeros(k, jp.int32))
+                   niter=jp.zeros(k, jp.int32), factor=low)
 
 
 def _solve_primal(m: Model, d: Data, p: RowPlan, newton: bool, loop: str, *,
                   differentiated: bool, start: jax.Array | None = None,
-                  done: jax.Array | None = None) -> Context:
+                  done: jax.Array | None = None, factor: bool = False) -> Context:
     """``differentiated``: reverse mode runs through the iterations (the unrolled adjoint
     with the fixed loop), so every loop inside must be of fixed length. ``start``: the first
-    iterate (default: ``_init``'s choice); ``done``: islands already solved, which keep it."""
+    iterate (default: ``_init``'s choice); ``done``: islands already solved, which keep it.
+    ``factor`` (Newton): keep the Hessian's Cholesky factor at the returned iterate."""
     cone = _cone(m, d, p)
     isl = _islands(m, d)
-    ctx = _init(m, d, p, cone, isl, newton, start)
+    ctx = _init(m, d, p, cone, isl, newton, start, factor)
     if done is not None:
         ctx = ctx.replace(done=ctx.done | done)
     differentiated = differentiated and loop == "fixed"
@@ -1004,21 +1019,23 @@ def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
 IMPLICIT_MAX_POLISH = 100
 
 
-def _iterate(m: Model, d: Data, loop: str):
-    """(qacc, niter) of the configured solver, then Newton to convergence (see
-    ``IMPLICIT_MAX_POLISH``), without any derivative rule."""
+def _iterate(m: Model, d: Data, loop: str, factor: bool = False):
+    """(qacc, niter, factor) of the configured solver, then Newton to convergence (see
+    ``IMPLICIT_MAX_POLISH``), without any derivative rule. With ``factor``, the Cholesky
+    factor of ``hessian`` at qacc, else None: the Newton iterations then factor the Hessian
+    at every iterate (not only where another iteration will use it) and keep the last."""
     p = _plan(m, d)
 
     def newton(iterations, start=None, done=None):
         budget = m.replace(opt=m.opt.replace(iterations=iterations))
         return _solve_primal(budget, d, p, True, "early_exit", differentiated=False,
-                             start=start, done=done)
+                             start=start, done=done, factor=factor)
 
     if m.opt.solver == SolverType.NEWTON:
         # Newton's own loop, run on: where opt.iterations converge it stops where they do (the
         # fixed loop's answer, see test_early_exit_matches_fixed), at no extra cost
         ctx = newton(m.opt.iterations + IMPLICIT_MAX_POLISH)
-        return ctx.qacc, ctx.niter
+        return ctx.qacc, ctx.niter, ctx.factor
     if m.opt.solver == SolverType.PGS:
         # PGS's stop is a dual improvement: the Newton start's own tests decide
         qacc, _, niter = _solve_pgs(m, d, p, loop)
@@ -1027,7 +1044,7 @@ def _iterate(m: Model, d: Data, loop: str):
         ctx = _solve_primal(m, d, p, False, loop, differentiated=False)
         qacc, niter, done = ctx.qacc, ctx.niter, ctx.done
     polish = newton(IMPLICIT_MAX_POLISH, start=qacc, done=done)
-    return polish.qacc, niter + polish.niter
+    return polish.qacc, niter + polish.niter, polish.factor
 
 
 def _solve_implicit(m: Model, d: Data, loop: str):
@@ -1035,7 +1052,8 @@ def _solve_implicit(m: Model, d: Data, loop: str):
     theorem on ``residual(m, d, qacc) = 0``).
 
     The tangent is dqacc = -H^-1 (d residual / d(m, d)) . (dm, dd) with H = ``hessian`` at the
-    solution: one Cholesky solve, whatever the iteration count or loop. It is linear in the
+    solution: one Cholesky solve, whatever the iteration count or loop, with the factor of the
+    final Newton iterate (the differentiated forward keeps it). It is linear in the
     tangents, so JAX transposes it for reverse mode (one solve with H, which is symmetric, and
     one VJP of the residual); forward mode (jvp, jacfwd) works too. The iterations themselves
     are never differentiated, so ``loop="early_exit"`` (a while_loop) may run them.
@@ -1043,16 +1061,19 @@ def _solve_implicit(m: Model, d: Data, loop: str):
 
     @jax.custom_jvp
     def run(m, d):
-        return _iterate(m, d, loop)
+        return _iterate(m, d, loop)[:2]
 
     @run.defjvp
     def run_jvp(primals, tangents):
         mm, dd = primals
-        qacc, niter = run(mm, dd)
+        # named, so that reverse mode under a remat policy saves them: a while_loop's outputs
+        # are never saved, and the backward pass would run the iterations again
+        qacc, niter, low = _iterate(mm, dd, loop, factor=True)
+        qacc = checkpoint_name(qacc, "implicit_qacc")
+        low = checkpoint_name(low, "implicit_factor")
         # residual's change with the problem data at a fixed qacc
         _, dres = jax.jvp(lambda a, b: residual(a, b, qacc), (mm, dd), tangents)
-        h = hessian(mm, dd, qacc)
-        dqacc = -linalg.spd_solve(h, dres)
+        dqacc = -linalg.cho_solve(low, dres)
         return (qacc, niter), (dqacc, np.zeros(niter.shape, jax.dtypes.float0))
 
     return run(m, d)
