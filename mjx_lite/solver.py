@@ -608,6 +608,7 @@ def _primal_step(m, d, p, cone, isl: _Islands, newton: bool, differentiated: boo
     keep_efc = (isl.efc @ running) < 0.5
     keep = Context(qacc=keep_dof, Ma=keep_dof, jar=keep_efc, cost=frozen, grad=keep_dof,
                    Mgrad=keep_dof, search=keep_dof, done=ctx.done, niter=frozen,
+                   # H is block diagonal by island, so is its Cholesky factor: rows keep too
                    factor=None if low is None else keep_dof[:, None])
     return jax.tree_util.tree_map(lambda k, o, n: where(k, o, n), keep, ctx, new)
 
