@@ -10,7 +10,8 @@ package's own imports renamed), both programs are compiled, then each round runs
 the other. Programs, built by ``grad.py``'s helpers: ``forward`` (a 100-step ``rollout``, the
 model's solver set to ``--solver`` with ``--iterations``) or ``implicit`` (the gradient of a
 loss of its final state w.r.t. the controls, early-exit loop, implicit adjoint). Prints jit
-seconds, min and median run ms and a checksum of the output per tree.
+seconds, min and median run ms, peak memory (``run.peak_mb``) and a checksum of the output
+per tree.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from grad import IMPLICIT, _batch, mjx_lite_programs  # noqa: E402
-from run import _model_path  # noqa: E402
+from run import _model_path, peak_mb  # noqa: E402
 
 
 def _copy_package(tree: pathlib.Path, name: str, dest: pathlib.Path) -> None:
@@ -54,7 +55,7 @@ def _program(pkg: str, args):
     compiled = jax.jit(fn).lower(ds, ctrls).compile()
     jit_s = time.perf_counter() - start
     out = jax.block_until_ready(compiled(ds, ctrls))
-    return compiled, (ds, ctrls), jit_s, float(np.sum(np.abs(np.asarray(out))))
+    return compiled, (ds, ctrls), jit_s, float(np.sum(np.abs(np.asarray(out)))), peak_mb(compiled)
 
 
 def main() -> None:
@@ -79,16 +80,16 @@ def main() -> None:
         programs = {name: _program(name, args) for name in names}
         times = {name: [] for name in names}
         for _ in range(args.rounds):
-            for name, (compiled, inputs, _, _) in programs.items():
+            for name, (compiled, inputs, *_) in programs.items():
                 start = time.perf_counter()
                 jax.block_until_ready(compiled(*inputs))
                 times[name].append((time.perf_counter() - start) * 1e3)
     for name, tree in zip(names, (args.tree_a, args.tree_b)):
-        _, _, jit_s, checksum = programs[name]
+        _, _, jit_s, checksum, peak = programs[name]
         run = np.array(times[name])
         print(f"{name} ({tree}) {args.model} {args.program} batch {args.batch}: jit {jit_s:.1f} s,"
               f" run min {run.min():.1f} median {np.median(run):.1f} ms,"
-              f" output checksum {checksum:.9e}")
+              f" peak {peak:.1f} MB, output checksum {checksum:.9e}")
 
 
 if __name__ == "__main__":

@@ -72,12 +72,17 @@ def measure(fn, *args, repeats: int = 1) -> tuple:
         t0 = time.perf_counter()
         out = jax.block_until_ready(compiled(*args))
         run_s = min(run_s, time.perf_counter() - t0)
+    return out, {"jit_s": jit_s, "run_s": run_s, "peak_mb": peak_mb(compiled), "split": split}
+
+
+def peak_mb(compiled):
+    """The compiled program's buffers in MB (arguments + outputs + temporaries, less aliased
+    ones), or None where the backend does not say."""
     mem = compiled.memory_analysis()
-    peak = None
-    if mem is not None:
-        peak = (mem.argument_size_in_bytes + mem.output_size_in_bytes
-                + mem.temp_size_in_bytes - mem.alias_size_in_bytes) / 2**20
-    return out, {"jit_s": jit_s, "run_s": run_s, "peak_mb": peak, "split": split}
+    if mem is None:
+        return None
+    return (mem.argument_size_in_bytes + mem.output_size_in_bytes
+            + mem.temp_size_in_bytes - mem.alias_size_in_bytes) / 2**20
 
 
 def _rollout_fn(step, nsteps: int):

@@ -543,13 +543,15 @@ class RK4Stages:
     def begin(self, d: Data, computed: bool = False):
         """The carry of a step from ``d`` (forward-computed and stage 0 if ``computed``)."""
         # An initial carry that is unbatched where the body's is batched makes vmap batch the
-        # body a second time (gymnasium ant, implicit gradient: 0.5 s of trace). on_state(x) is
-        # x, made to depend on the time, so batched under vmap where the state is (a select,
-        # not 0 * time, which is NaN at inf; not jnp.where, which returns an empty operand as
-        # it is)
+        # body a second time (gymnasium ant, implicit gradient: 0.5 s of trace), and one
+        # without a tangent where the body's has one makes JAX linearize it a second time.
+        # on_state(x) is x, made to depend on the time, so batched under vmap and with a
+        # tangent where the time is (a select whose other branch, taken only at a NaN time,
+        # is the time: not 0 * time, which is NaN at inf; not jnp.where, which returns an
+        # empty operand as it is)
         anchor = d.time == d.time
         on_state = lambda x: jax.lax.select(  # noqa: E731
-            jp.broadcast_to(anchor, x.shape), x, jp.zeros_like(x))
+            jp.broadcast_to(anchor, x.shape), x, jp.broadcast_to(d.time, x.shape).astype(x.dtype))
         x0 = {f: getattr(d, f) for f in self.STATE}
         if computed:
             rows = lambda x: jp.zeros((4,) + x.shape, x.dtype).at[0].set(x)  # noqa: E731
