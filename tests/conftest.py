@@ -116,3 +116,19 @@ def without_pair_caps(mjm):
         if mujoco.mj_id2name(mjm, mujoco.mjtObj.mjOBJ_NUMERIC, i).startswith(MAX_GEOM_PAIRS):
             mjm.numeric_data[mjm.numeric_adr[i]] = 1e9
     return mjm
+
+
+def count_calls_by_size(monkeypatch, module, name: str) -> dict:
+    """Replaces ``module.name`` (a JAX function whose first argument is a closed jaxpr) with
+    one that counts its calls by the jaxpr's equation count, and returns the live counts:
+    how many times tracing transformed each body."""
+    counts: dict[int, int] = {}
+    real = getattr(module, name)
+
+    def counting(jaxpr, *args, **kw):
+        size = len(jaxpr.jaxpr.eqns)
+        counts[size] = counts.get(size, 0) + 1
+        return real(jaxpr, *args, **kw)
+
+    monkeypatch.setattr(module, name, counting)
+    return counts

@@ -27,7 +27,7 @@ import mjx_lite
 from mjx_lite import interop
 from mjx_lite.solver import solve as mjx_lite_solve
 
-from conftest import GYM_ASSETS, MODELS_DIR, REPO_ROOT
+from conftest import GYM_ASSETS, MODELS_DIR, REPO_ROOT, count_calls_by_size
 from parity import rel_error
 
 FD_RTOL = 1e-4  # gradients vs central differences (float64, active set fixed within eps)
@@ -244,15 +244,8 @@ def test_rollout_linearizes_its_step_once(monkeypatch):
     differences."""
     from jax._src.lax.control_flow import loops
 
-    counts: dict[int, int] = {}  # linearizations of each jaxpr, by its equation count
-    real = loops.ad.linearize_jaxpr
-
-    def counting(jaxpr, nonzeros, **kw):
-        size = len(jaxpr.jaxpr.eqns)
-        counts[size] = counts.get(size, 0) + 1
-        return real(jaxpr, nonzeros, **kw)
-
-    monkeypatch.setattr(loops.ad, "linearize_jaxpr", counting)
+    # linearizations of each jaxpr, by its equation count
+    counts = count_calls_by_size(monkeypatch, loops.ad, "linearize_jaxpr")
     m = mjx_lite.load_model_from_string(MOTOR_PENDULUM)
     d = mjx_lite.make_data(m).replace(qvel=jp.full(m.nv, 0.1))
     ctrls = jp.full((3, m.nu), 0.1)

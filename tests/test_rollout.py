@@ -18,7 +18,7 @@ import mjx_lite
 from mjx_lite.support import WARN_BADQPOS, WARN_BADQVEL
 from mjx_lite.types import Data
 
-from conftest import GYM_ASSETS
+from conftest import GYM_ASSETS, count_calls_by_size
 
 ROLLOUT = importlib.import_module("mjx_lite.rollout")  # the package exports the function
 IMPLICIT = {"loop": "early_exit", "adjoint": "implicit"}  # the options that take the path
@@ -188,19 +188,9 @@ def test_stage_scan_is_batched_and_split_once(monkeypatch):
     Only tracing is measured here."""
     from jax._src.lax.control_flow import loops
 
-    counts = {"batch": {}, "split": {}}  # by the transformed jaxpr's equation count
-
-    def counting(kind, real):
-        def run(jaxpr, *args, **kw):
-            size = len(jaxpr.jaxpr.eqns)
-            counts[kind][size] = counts[kind].get(size, 0) + 1
-            return real(jaxpr, *args, **kw)
-        return run
-
-    monkeypatch.setattr(loops.batching, "batch_jaxpr",
-                        counting("batch", loops.batching.batch_jaxpr))
-    monkeypatch.setattr(loops.pe, "partial_eval_jaxpr_nounits_fwd",
-                        counting("split", loops.pe.partial_eval_jaxpr_nounits_fwd))
+    counts = {"batch": count_calls_by_size(monkeypatch, loops.batching, "batch_jaxpr"),
+              "split": count_calls_by_size(monkeypatch, loops.pe,
+                                           "partial_eval_jaxpr_nounits_fwd")}
     m = mjx_lite.load_model_from_string(RK4_ARM)
     d = mjx_lite.make_data(m)
     ds = jax.vmap(lambda v: d.replace(qvel=v))(jp.array([[0.3, -0.2, 0.5, 1.0]] * 2))
