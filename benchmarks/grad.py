@@ -4,9 +4,10 @@
     python benchmarks/grad.py --models cartpole --steps 20 --batches 1 --no-mjx
     python benchmarks/grad.py --models ant --iterations 1    # equal iterations with MJX
 
-For each model and batch size: jit seconds, run seconds (the fastest of 3 warm calls) and
-peak memory (XLA's buffer assignment: arguments + outputs + temporaries of the compiled
-program) of
+For each model and batch size: jit seconds, run seconds (the fastest of ``--rounds`` warm
+calls; mjx_lite's programs of a batch are compiled first, then called in alternation, so
+that each ratio is taken over the same stretch of this host's drifting speed) and peak memory
+(XLA's buffer assignment: arguments + outputs + temporaries of the compiled program) of
   forward     a vmapped rollout of ``step`` with open-loop controls (``mjx_lite.rollout``,
               a ``lax.scan``; the fixed-iteration loop that ``unroll`` differentiates),
   fwd-implicit the same with the implicit gradient's step options (early-exit loop; the
@@ -29,7 +30,9 @@ import importlib
 
 import jax
 import jax.numpy as jp
-from run import _in_child, _model_path, measure  # benchmarks/run.py, beside this script
+
+# benchmarks/run.py, beside this script
+from run import _in_child, _model_path, compile_timed, interleaved, measure
 
 
 def _measure(fn, *args) -> dict:
@@ -97,7 +100,7 @@ def mjx_lite_programs(lib, path, nsteps: int, iterations: int | None = None,
 
 
 def bench_mjx_lite(path, batches, nsteps: int, iterations: int | None, report,
-                   solver: str | None = None, skip=()) -> None:
+                   solver: str | None = None, skip=(), rounds: int = 3) -> None:
     import mjx_lite
 
     m, d, forward, grad = mjx_lite_programs(mjx_lite, path, nsteps, iterations, solver)
@@ -111,14 +114,19 @@ def bench_mjx_lite(path, batches, nsteps: int, iterations: int | None, report,
             "checkpoint": lambda x, c: grad(x, c, checkpoint=True),
             "implicit": lambda x, c: grad(x, c, step_fn=IMPLICIT),
         }
-        results = {}
+        # every program compiled first, then timed in alternation (run.interleaved)
+        compiled, results = {}, {}
         for name, fn in programs.items():
+            if name not in skip:
+                compiled[name], results[name] = compile_timed(fn, db, ctrls)
+        for name, run_s in interleaved(compiled, (db, ctrls), rounds).items():
+            results[name]["run_s"] = run_s
+        for name in programs:
             if name in skip:
                 report(f"  batch {b}", name, {"error": "skipped (--skip)"}, None)
                 continue
-            r = results[name] = _measure(fn, db, ctrls)
             base = next(iter(results.values()))
-            report(f"  batch {b}", name, r, None if name == "forward" else base)
+            report(f"  batch {b}", name, results[name], None if name == "forward" else base)
         if "implicit" in results and "fwd-implicit" in results:
             # the backward's cost over the forward it differentiates
             report(f"  batch {b}", "implicit", results["implicit"], results["fwd-implicit"],
@@ -201,6 +209,9 @@ def main() -> None:
                         choices=["fwd-implicit", "unroll", "checkpoint", "implicit"],
                         help="mjx_lite programs not to run (gymnasium humanoid's unrolled "
                              "gradient at batch 64 needs more than 23 GB)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="mjx_lite's programs of a batch are timed in alternation, this "
+                             "many calls each (the fastest counts)")
     parser.add_argument("--mjx-timeout", type=float, default=3600,
                         help="seconds one MJX measurement may take before it is given up")
     args = parser.parse_args()
@@ -222,7 +233,7 @@ def main() -> None:
             print(f"{name} / mjx_lite", flush=True)
             header[0] = None
             bench_mjx_lite(path, args.batches, args.steps, args.iterations, report,
-                           args.solver, args.skip)
+                           args.solver, args.skip, args.rounds)
         if not args.no_mjx:
             print(f"{name} / MJX (iterations=1)", flush=True)
             header[0] = None

@@ -53,11 +53,10 @@ def _factor_choice() -> str:
     return smooth.FACTOR
 
 
-def measure(fn, *args, repeats: int = 1) -> tuple:
-    """(output, {jit_s, run_s, peak_mb, split}) of ``jax.jit(fn)(*args)``: jit seconds are
-    JAX's trace and lowering plus XLA's compile (``split``: the three), run seconds the
-    fastest of ``repeats`` warm calls, peak the compiled program's buffers (arguments +
-    outputs + temporaries, XLA's memory analysis)."""
+def compile_timed(fn, *args) -> tuple:
+    """(compiled, {jit_s, peak_mb, split}) of ``jax.jit(fn)`` on ``args``: jit seconds are
+    JAX's trace and lowering plus XLA's compile (``split``: the three), peak the compiled
+    program's buffers (arguments + outputs + temporaries, XLA's memory analysis)."""
     t0 = time.perf_counter()
     traced = jax.jit(fn).trace(*args)
     t1 = time.perf_counter()
@@ -65,14 +64,37 @@ def measure(fn, *args, repeats: int = 1) -> tuple:
     t2 = time.perf_counter()
     compiled = lowered.compile()
     t3 = time.perf_counter()
-    jit_s, split = t3 - t0, (t1 - t0, t2 - t1, t3 - t2)
+    return compiled, {"jit_s": t3 - t0, "peak_mb": peak_mb(compiled),
+                      "split": (t1 - t0, t2 - t1, t3 - t2)}
+
+
+def measure(fn, *args, repeats: int = 1) -> tuple:
+    """(output, {jit_s, run_s, peak_mb, split}) of ``jax.jit(fn)(*args)`` (``compile_timed``),
+    run seconds the fastest of ``repeats`` warm calls."""
+    compiled, info = compile_timed(fn, *args)
     jax.block_until_ready(compiled(*args))
     run_s = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
         out = jax.block_until_ready(compiled(*args))
         run_s = min(run_s, time.perf_counter() - t0)
-    return out, {"jit_s": jit_s, "run_s": run_s, "peak_mb": peak_mb(compiled), "split": split}
+    return out, dict(info, run_s=run_s)
+
+
+def interleaved(compiled: dict, args, rounds: int) -> dict:
+    """{name: fastest of ``rounds`` warm calls} of compiled programs on the same ``args``,
+    called in turn each round: this host's speed drifts by 10-40% over minutes, so programs
+    timed one after the other (each in its own window) can differ by that much where the
+    same code runs; called in alternation, each ratio is taken over the same windows."""
+    for fn in compiled.values():
+        jax.block_until_ready(fn(*args))
+    best = dict.fromkeys(compiled, float("inf"))
+    for _ in range(rounds):
+        for name, fn in compiled.items():
+            t0 = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return best
 
 
 def peak_mb(compiled):
