@@ -125,6 +125,12 @@ def make_data(m: Model) -> Data:
         efc_state=np.zeros(nefc, dtype=np.int32),
         efc_active=np.zeros(nefc, dtype=bool),
     )
+    if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(d)):
+        # under a transformation of the model (a reset inside a differentiated step): one
+        # device_put of every field would give the constant ones instantiated zero tangents,
+        # which reverse mode then stores per step (reset_data's 101 residual arrays a stage
+        # in gymnasium ant's RK4 stage scan); leaf by leaf, only the model's fields have one
+        return jax.tree.map(jp.asarray, d)
     return jax.device_put(d)
 
 

@@ -436,3 +436,28 @@ def test_check_pos_vel_equals_the_two_checks(autoreset):
         two = support.check_vel(m, support.check_pos(m, d))
         for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(two)):
             np.testing.assert_array_equal(a, b)
+
+
+def test_reset_keeps_one_residual_and_zeroes_the_tangent():
+    """Differentiated, the divergence reset (check_pos_vel; check_acc likewise) stores its flag
+    only, whatever the Data's fields, and a reset member's tangent is zero, a kept one's
+    unchanged, as where's; under a model with tangents too (reset_data's qpos0)."""
+    from mjx_lite import io, support
+
+    mjm = mujoco.MjModel.from_xml_string(DIVERGE_XML)
+    m = interop.model_from_mujoco(mjm)
+    d = io.make_data(m)
+    qvel = jp.stack([jp.linspace(0.1, 1.0, m.nv), jp.full(m.nv, 1e11)])  # kept, reset
+
+    def check(m, qvel):
+        return jax.vmap(lambda v: support.check_pos_vel(m, d.replace(qvel=v)))(qvel)
+
+    out, lin = jax.linearize(lambda v: check(m, v), qvel)
+    assert [np.shape(r) for r in jax.tree.leaves(lin)] == [(2,)]
+    t = lin(jp.ones_like(qvel))
+    np.testing.assert_array_equal(t.qvel, [np.ones(m.nv), np.zeros(m.nv)])
+    np.testing.assert_array_equal(out.qvel[1], np.zeros(m.nv))
+    # the model's tangent reaches the reset member's qpos (qpos0), not the kept one's
+    _, tq = jax.jvp(lambda q0: check(m.replace(qpos0=q0), qvel).qpos, (m.qpos0,),
+                    (jp.ones_like(m.qpos0),))
+    np.testing.assert_array_equal(tq, [np.zeros(m.nq), np.ones(m.nq)])

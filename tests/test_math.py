@@ -75,3 +75,24 @@ def test_argmax_is_numpys_first_index():
     y32 = y.astype(np.float32)
     assert variadic.search(jax.jit(lambda v: jp.argmax(v, 1)).lower(y32).compile().as_text())
     assert not variadic.search(jax.jit(math.argmax).lower(y32).compile().as_text())
+
+
+def test_keep_where_is_where_with_its_derivatives():
+    """math.keep_where(on, x) = where(on, x, 0) in value, jvp, vjp and under vmap (a flag per
+    lane), the flag never broadcast into a residual of x's shape."""
+    x = jp.arange(12.0).reshape(3, 4) - 5.0
+    on = jp.array([True, False, True])
+    ref = lambda on, x: jp.where(on[:, None], x, 0.0)  # noqa: E731
+    ours = jax.vmap(math.keep_where)
+    np.testing.assert_array_equal(ours(on, x), ref(on, x))
+    t = jp.ones_like(x) * 0.5
+    np.testing.assert_array_equal(jax.jvp(lambda x: ours(on, x), (x,), (t,))[1],
+                                  jax.jvp(lambda x: ref(on, x), (x,), (t,))[1])
+    np.testing.assert_array_equal(jax.grad(lambda x: jp.sum(ours(on, x) ** 2))(x),
+                                  jax.grad(lambda x: jp.sum(ref(on, x) ** 2))(x))
+    # an unbatched flag over a batched x, and the reverse
+    np.testing.assert_array_equal(jax.vmap(math.keep_where, (None, 0))(False, x), 0 * x)
+    np.testing.assert_array_equal(jax.vmap(math.keep_where, (0, None))(on, x[0]),
+                                  ref(on, jp.broadcast_to(x[0], x.shape)))
+    _, lin = jax.linearize(lambda x: ours(on, x), x)
+    assert [np.shape(r) for r in jax.tree.leaves(lin)] == [(3,)]
