@@ -195,53 +195,69 @@ jax.interpreters.ad.deflinear2(_pick_p, _pick_transpose)
 jax.interpreters.batching.primitive_batchers[_pick_p] = _pick_batch
 
 
+def lane_select(on, x: jax.Array, y: jax.Array) -> jax.Array:
+    """``where(on, x, y)`` for a scalar boolean ``on`` (one per vmapped lane) and x, y of one
+    shape, as a primitive linear in (x, y). Differentiated, its mask stays that scalar: a
+    ``where`` broadcasts its condition, and instantiates a zero tangent for a constant branch,
+    from known values only, so reverse mode stores both as residuals of the full shape. Used
+    by the divergence resets (``support.reset_where``, ``check_acc``): with them, gymnasium
+    ant's RK4 stage scan stored 351 residual arrays a stage under the implicit gradient, now
+    151. Not a ``custom_jvp``: its call boundary cost humanoid's forward rollout 16% (XLA
+    fused less across it)."""
+    return _select_p.bind(jp.asarray(on, bool), x, y, invert=False)
+
+
 def keep_where(on, x: jax.Array) -> jax.Array:
-    """``where(on, x, 0)`` for a scalar boolean ``on`` (one per vmapped lane), as a primitive
-    linear in ``x``. Differentiated, its mask stays that scalar: a ``where`` broadcasts its
-    condition and instantiates a zero tangent for a constant branch, both computed from known
-    values only, so reverse mode stores each as a residual of the full shape. Used by the
-    divergence resets (``support._select_data``): with them, gymnasium ant's RK4 stage scan
-    stored 351 residual arrays a stage under the implicit gradient, now 151 (jit 42.8 ->
-    40.3 s, batch 1, ``benchmarks/ab.py`` both orders; run time equal)."""
-    return _keep_p.bind(x, jp.asarray(on, bool))
+    """``where(on, x, 0)`` as ``lane_select``, the zero never materialized."""
+    return _select_p.bind(jp.asarray(on, bool), x, invert=False)
 
 
-def _keep_impl(x, on):
+def _select_impl(on, x, y=None, *, invert=False):
     on = on.reshape(on.shape + (1,) * (x.ndim - on.ndim))  # a lane's flag over its entries
-    return jax.lax.select(jp.broadcast_to(on, x.shape), x, jp.zeros_like(x))
+    on = jp.broadcast_to(~on if invert else on, x.shape)
+    return jax.lax.select(on, x, jp.zeros_like(x) if y is None else y)
 
 
-def _keep_jvp(primals, tangents):
-    (x, on), (dx, _) = primals, tangents
-    out = _keep_p.bind(x, on)
-    if type(dx) is jax.interpreters.ad.Zero:
-        return out, dx
-    return out, _keep_p.bind(dx, on)
+def _select_jvp(primals, tangents, *, invert):
+    on, *_ = primals
+    live = [t for t in tangents[1:] if type(t) is not jax.interpreters.ad.Zero]
+    out = _select_p.bind(*primals, invert=invert)
+    if not live:
+        return out, jax.interpreters.ad.Zero(jax.typeof(out).to_tangent_aval())
+    if len(live) == 2:
+        return out, _select_p.bind(on, *live, invert=invert)
+    # one branch's tangent is zero: keep the other's where it is taken (the flag itself
+    # inverted inside, not ~on here: each ~on would be a residual of its own)
+    return out, _select_p.bind(on, live[0], invert=invert != (live[0] is not tangents[1]))
 
 
-def _keep_transpose(ct, x, on):
-    if type(ct) is jax.interpreters.ad.Zero:
-        return [ct, None]
-    return [_keep_p.bind(ct, on), None]
+def _select_transpose(ct, on, x, y=None, *, invert):
+    linear = jax.interpreters.ad.is_undefined_primal
+    keep = lambda flip: (ct if type(ct) is jax.interpreters.ad.Zero  # noqa: E731
+                         else _select_p.bind(on, ct, invert=invert != flip))
+    cts = [None, keep(False) if linear(x) else None]
+    if y is not None:
+        cts.append(keep(True) if linear(y) else None)
+    return cts
 
 
-def _keep_batch(args, dims):
-    (x, on), (bx, bo) = args, dims
-    size = x.shape[bx] if bx is not None else on.shape[bo]
-    # both batched in front: the flag's leading axes then line up with x's
-    x = jp.moveaxis(x, bx, 0) if bx is not None else jp.broadcast_to(x, (size,) + x.shape)
-    on = jp.moveaxis(on, bo, 0) if bo is not None else jp.broadcast_to(on, (size,) + on.shape)
-    return _keep_p.bind(x, on), 0
+def _select_batch(args, dims, *, invert):
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    # all batched in front: the flag's leading axes then line up with the operands'
+    args = [jp.moveaxis(a, d, 0) if d is not None else jp.broadcast_to(a, (size,) + a.shape)
+            for a, d in zip(args, dims)]
+    return _select_p.bind(*args, invert=invert), 0
 
 
-_keep_p = jax.extend.core.Primitive("mjx_lite_keep")
-_keep_p.def_impl(_keep_impl)
-_keep_p.def_abstract_eval(lambda x, on: jax.core.ShapedArray(x.shape, x.dtype))
+_select_p = jax.extend.core.Primitive("mjx_lite_lane_select")
+_select_p.def_impl(_select_impl)
+_select_p.def_abstract_eval(
+    lambda on, x, *y, invert: jax.core.ShapedArray(x.shape, x.dtype))
 jax.interpreters.mlir.register_lowering(
-    _keep_p, jax.interpreters.mlir.lower_fun(_keep_impl, multiple_results=False))
-jax.interpreters.ad.primitive_jvps[_keep_p] = _keep_jvp
-jax.interpreters.ad.primitive_transposes[_keep_p] = _keep_transpose
-jax.interpreters.batching.primitive_batchers[_keep_p] = _keep_batch
+    _select_p, jax.interpreters.mlir.lower_fun(_select_impl, multiple_results=False))
+jax.interpreters.ad.primitive_jvps[_select_p] = _select_jvp
+jax.interpreters.ad.primitive_transposes[_select_p] = _select_transpose
+jax.interpreters.batching.primitive_batchers[_select_p] = _select_batch
 
 
 def _signed_sum(terms: jax.Array, sign: np.ndarray) -> jax.Array:

@@ -6,9 +6,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jp
 import numpy as np
-from jax.custom_derivatives import SymbolicZero
 
-from mjx_lite.math import keep_where, where
+from mjx_lite.math import lane_select, where
 from mjx_lite.smooth import jac, mul_m, solve_m
 from mjx_lite.types import Data, DisableBit, Model, ObjType
 
@@ -153,33 +152,10 @@ def reset_where(m: Model, d: Data, bad: jax.Array, warning: int) -> Data:
     return _select_data(bad, reset_data(m, d, warning), d)
 
 
-@jax.custom_jvp
 def _select_data(bad, fresh: Data, d: Data) -> Data:
-    """``where(bad, fresh, d)`` field by field, ``bad`` a scalar (per vmapped lane)."""
-    return jax.tree.map(lambda new, cur: where(bad, new, cur), fresh, d)
-
-
-def _select_data_jvp(primals, tangents):
-    # the tangent through math.keep_where, whose mask stays a scalar in reverse mode; a
-    # field's zero tangent (reset_data's constants have none) stays symbolic, not a residual
-    bad, fresh, d = primals
-    _, dfresh, dd = tangents
-    good = ~bad  # once: each use of its own would be another residual
-
-    def tangent(cur, dnew, dcur):
-        if not jp.issubdtype(cur.dtype, jp.inexact):
-            return np.zeros(cur.shape, jax.dtypes.float0)
-        parts = [keep_where(on, t) for on, t in ((bad, dnew), (good, dcur))
-                 if not isinstance(t, SymbolicZero)]
-        if not parts:
-            return SymbolicZero(jax.typeof(cur).to_tangent_aval())
-        return sum(parts[1:], parts[0])
-
-    zero = lambda t: isinstance(t, SymbolicZero)  # noqa: E731
-    return _select_data(bad, fresh, d), jax.tree.map(tangent, d, dfresh, dd, is_leaf=zero)
-
-
-_select_data.defjvp(_select_data_jvp, symbolic_zeros=True)
+    """``where(bad, fresh, d)`` field by field, ``bad`` a scalar (per vmapped lane), through
+    ``math.lane_select``: differentiated, reverse mode stores the flag, not per-field masks."""
+    return jax.tree.map(lambda new, cur: lane_select(bad, new, cur), fresh, d)
 
 
 def check_pos(m: Model, d: Data) -> Data:

@@ -96,3 +96,28 @@ def test_keep_where_is_where_with_its_derivatives():
                                   ref(on, jp.broadcast_to(x[0], x.shape)))
     _, lin = jax.linearize(lambda x: ours(on, x), x)
     assert [np.shape(r) for r in jax.tree.leaves(lin)] == [(3,)]
+
+
+def test_lane_select_is_where_with_its_derivatives():
+    """math.lane_select(on, x, y) = where(on, x, y) (a flag per lane) in value, jvp and grad
+    with both branches differentiated, or one, the other a constant."""
+    x = jp.arange(12.0).reshape(3, 4) - 5.0
+    y = jp.cos(x)
+    on = jp.array([True, False, True])
+    ref = lambda x, y: jp.where(on[:, None], x, y)  # noqa: E731
+    ours = lambda x, y: jax.vmap(math.lane_select)(on, x, y)  # noqa: E731
+    np.testing.assert_array_equal(ours(x, y), ref(x, y))
+    const = jp.full_like(x, 2.0)
+    forms = {"both": lambda g, x, y: g(x, y), "x only": lambda g, x, y: g(x, const),
+             "y only": lambda g, x, y: g(const, y)}
+    for name, form in forms.items():
+        def loss(g, x, y, form=form):
+            return jp.sum(form(g, x, y) ** 2)
+
+        for a, b in zip(jax.grad(loss, (1, 2))(ours, x, y), jax.grad(loss, (1, 2))(ref, x, y)):
+            np.testing.assert_array_equal(a, b, err_msg=name)
+    t = (jp.ones_like(x), 0.5 * jp.ones_like(y))
+    np.testing.assert_array_equal(jax.jvp(ours, (x, y), t)[1], jax.jvp(ref, (x, y), t)[1])
+    _, lin = jax.linearize(ours, x, y)
+    assert [np.shape(r) for r in jax.tree.leaves(lin)] == [(3,)]
+
