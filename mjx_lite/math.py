@@ -202,8 +202,8 @@ def lane_select(on, x: jax.Array, y: jax.Array) -> jax.Array:
     from known values only, so reverse mode stores both as residuals of the full shape. Used
     by the divergence resets (``support.reset_where``, ``check_acc``): with them, gymnasium
     ant's RK4 stage scan stored 351 residual arrays a stage under the implicit gradient, now
-    151. Not a ``custom_jvp``: its call boundary cost humanoid's forward rollout 16% (XLA
-    fused less across it)."""
+    150 (jit 42.8 -> 40.3 s in a one-process A/B, run time unchanged). Not a ``custom_jvp``:
+    its call boundary cost humanoid's forward rollout 16% (XLA fused less across it)."""
     return _select_p.bind(jp.asarray(on, bool), x, y, invert=False)
 
 
