@@ -6,7 +6,8 @@
 
 For each model and batch size: jit seconds, run seconds (the fastest of ``--rounds`` warm
 calls; mjx_lite's programs of a batch are compiled first, then called in alternation, so
-that each ratio is taken over the same stretch of this host's drifting speed) and peak memory
+that each ratio is taken over the same stretch of this host's drifting speed, ``--repeat``
+times in a row each, the calls after the first timed) and peak memory
 (XLA's buffer assignment: arguments + outputs + temporaries of the compiled program) of
   forward     a vmapped rollout of ``step`` with open-loop controls (``mjx_lite.rollout``,
               a ``lax.scan``; the fixed-iteration loop that ``unroll`` differentiates),
@@ -100,7 +101,8 @@ def mjx_lite_programs(lib, path, nsteps: int, iterations: int | None = None,
 
 
 def bench_mjx_lite(path, batches, nsteps: int, iterations: int | None, report,
-                   solver: str | None = None, skip=(), rounds: int = 3) -> None:
+                   solver: str | None = None, skip=(), rounds: int = 3,
+                   repeat: int = 1) -> None:
     import mjx_lite
 
     m, d, forward, grad = mjx_lite_programs(mjx_lite, path, nsteps, iterations, solver)
@@ -119,7 +121,7 @@ def bench_mjx_lite(path, batches, nsteps: int, iterations: int | None, report,
         for name, fn in programs.items():
             if name not in skip:
                 compiled[name], results[name] = compile_timed(fn, db, ctrls)
-        for name, run_s in interleaved(compiled, (db, ctrls), rounds).items():
+        for name, run_s in interleaved(compiled, (db, ctrls), rounds, repeat).items():
             results[name]["run_s"] = run_s
         for name in programs:
             if name in skip:
@@ -212,6 +214,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3,
                         help="mjx_lite's programs of a batch are timed in alternation, this "
                              "many calls each (the fastest counts)")
+    parser.add_argument("--repeat", type=int, default=2,
+                        help="calls of a program in a row within a round; those after the "
+                             "first are timed (run.interleaved)")
     parser.add_argument("--mjx-timeout", type=float, default=3600,
                         help="seconds one MJX measurement may take before it is given up")
     args = parser.parse_args()
@@ -233,7 +238,7 @@ def main() -> None:
             print(f"{name} / mjx_lite", flush=True)
             header[0] = None
             bench_mjx_lite(path, args.batches, args.steps, args.iterations, report,
-                           args.solver, args.skip, args.rounds)
+                           args.solver, args.skip, args.rounds, args.repeat)
         if not args.no_mjx:
             print(f"{name} / MJX (iterations=1)", flush=True)
             header[0] = None
