@@ -102,7 +102,7 @@ def mjx_lite_programs(lib, path, nsteps: int, iterations: int | None = None,
 
 def bench_mjx_lite(path, batches, nsteps: int, iterations: int | None, report,
                    solver: str | None = None, skip=(), rounds: int = 3,
-                   repeat: int = 1) -> None:
+                   repeat: int = 2) -> None:
     import mjx_lite
 
     m, d, forward, grad = mjx_lite_programs(mjx_lite, path, nsteps, iterations, solver)
@@ -213,7 +213,7 @@ def main() -> None:
                              "gradient at batch 64 needs more than 23 GB)")
     parser.add_argument("--rounds", type=int, default=3,
                         help="mjx_lite's programs of a batch are timed in alternation, this "
-                             "many calls each (the fastest counts)")
+                             "many rounds (the fastest timed call counts)")
     parser.add_argument("--repeat", type=int, default=2,
                         help="calls of a program in a row within a round; those after the "
                              "first are timed (run.interleaved)")
