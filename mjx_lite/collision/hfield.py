@@ -70,8 +70,9 @@ def _aabb(type2, size2, verts2, mat):
 
 
 # capacities of the discrete EPA (hfield_ccd): a box has 8 vertex ids, so at most 7
-# expansions; a mesh's EPA runs at most KMAX expansions (faces: 146 seen, 256 kept)
-DISCRETE_CAPS = {_G.BOX: (13, 80), _G.MESH: (hfield_ccd.KMAX + 5, 256)}
+# expansions from the 4 or 5 starting vertices; a mesh's EPA runs at most KMAX expansions
+# (faces: 146 seen, 256 kept)
+DISCRETE_CAPS = {_G.BOX: (14, 80), _G.MESH: (hfield_ccd.KMAX + 5, 256)}
 
 
 def _segment_meets_prism(pv, a, b):

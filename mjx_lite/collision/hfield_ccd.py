@@ -305,8 +305,10 @@ def mesh_points(pos, mat, verts):
 
 
 def _gjk(sh: Shapes, x0, cutoff=None):
-    """MuJoCo's GJK with the tetrahedron walk: (ok, tetrahedron ids ia (4,), ib (4,),
-    support directions (4, 3)). Discrete shapes stop at zero duality gap, smooth ones at
+    """MuJoCo's GJK with the tetrahedron walk: (ok, n, ids ia (4,), ib (4,), support
+    directions (4, 3)) of the simplex EPA starts from: a tetrahedron holding the origin, or
+    GJK's simplex of n = 2 or 3 points where it ends within ccd_tolerance of the origin
+    (``_initial_polytope``). Discrete shapes stop at zero duality gap, smooth ones at
     2 x.(x - s) < ccd_tolerance^2 (MuJoCo's Frank-Wolfe test).
 
     With ``cutoff`` (a distance), MuJoCo's distance mode instead: no walk, and a support
@@ -321,11 +323,14 @@ def _gjk(sh: Shapes, x0, cutoff=None):
               walk=jp.full((), cutoff is None), x=x0, xnorm=jp.sqrt(dot3(x0, x0)),
               n=jp.zeros((), jp.int32), SW=z43, SA=i4, SB=i4, WW=z43, WA=i4, WB=i4,
               perm=jp.arange(4, dtype=jp.int32), wk=jp.zeros((), jp.int32), TA=i4, TB=i4,
+              TN=jp.zeros((), jp.int32),
               steps=jp.zeros((), jp.int32), SD=z43, WD=z43, TD=z43,
               lam=jp.zeros(4, dt).at[0].set(1.0), far=jp.zeros((), bool))
 
     def final(n, xnorm):
-        return (n == 4) & (xnorm <= TOL)
+        # mjc_ccd: EPA runs from GJK's simplex when its distance is within the tolerance
+        # and the simplex has at least 2 points (``_initial_polytope``)
+        return (n >= 2) & (xnorm <= TOL)
 
     def body(st):
         phase, k, n, x = st["phase"], st["k"], st["n"], st["x"]
@@ -406,7 +411,9 @@ def _gjk(sh: Shapes, x0, cutoff=None):
         s_same = jp.all(jp.abs(xn - x) < MINVAL)
         s_done = s_same | (n7 == 4)
         # -- merge
-        xnorm_g = where(in_gjk & ~g_end, xnorm, st["xnorm"])
+        # the distance GJK reports where it stops is |x| of its current iterate (the Frank-Wolfe
+        # and iteration stops come before the update); xnorm is kept for the distance mode
+        xnorm_g = where(in_gjk, xnorm, st["xnorm"])
         new = dict(st)
         new["steps"] = st["steps"] + 1
         # GJK phase
@@ -416,8 +423,10 @@ def _gjk(sh: Shapes, x0, cutoff=None):
         end_walk_in = in_walk & w_in
         end_walk_out = in_walk & w_out
         end7 = do7 & s_done
-        ok_gjk = end_gjk & ~g_sep2 & final(n_g, xnorm_g)
-        ok7 = end7 & final(n7, xnorm_g)
+        # the Frank-Wolfe stop is tested before the separating plane
+        ok_gjk = end_gjk & (g_sep1 | ~g_sep2) & final(n_g, xnorm_g)
+        # a tetrahedron holding the origin ends at x ~ 0
+        ok7 = end7 & ((n7 == 4) | final(n7, xnorm_g))
         new["ok"] = ok_gjk | ok7 | end_walk_in
         finished = end_gjk | end_walk_in | end_walk_out | end7
         enter = in_gjk & g_walk & ~g_done
@@ -453,6 +462,8 @@ def _gjk(sh: Shapes, x0, cutoff=None):
         new["TA"] = where(ok_gjk, st["SA"], new["TA"])
         new["TB"] = where(ok_gjk, st["SB"], new["TB"])
         new["TD"] = where(ok_gjk, st["SD"], new["TD"])
+        # its number of points: a tetrahedron, or GJK's simplex where it ends touching
+        new["TN"] = where(ok_gjk, n_g, where(ok7, n7, where(end_walk_in, 4, st["TN"])))
         return new
 
     st = jax.lax.while_loop(lambda s: (s["phase"] != 2) & (s["steps"] < GJK_STEPS), body,
@@ -460,7 +471,7 @@ def _gjk(sh: Shapes, x0, cutoff=None):
     if cutoff is not None:
         return (st["far"], st["n"], st["SA"][:3], st["SB"][:3], st["SD"][:3],
                 st["lam"][:3])
-    return st["ok"] & (st["phase"] == 2), st["TA"], st["TB"], st["TD"]
+    return st["ok"] & (st["phase"] == 2), st["TN"], st["TA"], st["TB"], st["TD"]
 
 
 # ---- EPA
@@ -468,6 +479,138 @@ def _gjk(sh: Shapes, x0, cutoff=None):
 
 _TET_FACES = np.array([[0, 1, 2], [0, 3, 1], [0, 2, 3], [3, 2, 1]], np.int32)
 _TET_ADJ = np.array([[1, 3, 2], [2, 3, 0], [0, 3, 1], [2, 0, 1]], np.int32)
+# the hexahedra (two tetrahedra on a shared triangle) MuJoCo's EPA starts from where GJK ends
+# on a triangle (vertices: the triangle, then the supports below and above it) or a segment
+# (its ends, then three supports around it); both have the same face adjacency
+_TRI_FACES = np.array([[4, 0, 1], [4, 2, 0], [4, 1, 2], [3, 1, 0], [3, 0, 2], [3, 2, 1]],
+                      np.int32)
+_SEG_FACES = np.array([[0, 2, 3], [0, 4, 2], [0, 3, 4], [1, 3, 2], [1, 2, 4], [1, 4, 3]],
+                      np.int32)
+_HEX_ADJ = np.array([[1, 3, 2], [2, 4, 0], [0, 5, 1], [5, 0, 4], [3, 1, 5], [4, 2, 3]],
+                    np.int32)
+# cos and sin of 120 degrees as MuJoCo writes them
+_COS120, _SIN120 = -0.5, 0.86602540378
+
+
+def _support_along(sh: Shapes, d, dnorm):
+    """MuJoCo's EPA support along d of norm dnorm (+x where dnorm <= mjMINVAL): (w, ia, ib,
+    the unit direction)."""
+    unit = jp.zeros(3, d.dtype).at[0].set(1.0)
+    dirn = where(dnorm > MINVAL, _vdiv(d, where(dnorm > MINVAL, dnorm, 1.0)), unit)
+    w, ia, ib = sh.support(dirn)
+    return w, ia, ib, dirn
+
+
+def _verts(sh: Shapes, D, A, B):
+    return jax.vmap(sh.prism_point)(D, A) - jax.vmap(sh.partner_point)(D, B)
+
+
+def _first_flat(W, faces):
+    """(any, index) of the first face (in order) within mjMINVAL of the origin."""
+    _, d2 = _face_vec(W, jp.asarray(faces))
+    flat = d2 < MINVAL * MINVAL
+    return jp.any(flat), jp.argmax(flat)
+
+
+def _same_side(p0, p1, p2, p3):
+    nrm = _cross(p1 - p0, p2 - p0)
+    a, b = dot3(nrm, p3 - p0), dot3(nrm, -p0)
+    return ((a > 0) & (b > 0)) | ((a < 0) & (b < 0))
+
+
+def _holds_origin(p0, p1, p2, p3):
+    return (_same_side(p0, p1, p2, p3) & _same_side(p1, p2, p3, p0)
+            & _same_side(p2, p3, p0, p1) & _same_side(p3, p0, p1, p2))
+
+
+def _on_triangle(v1, v2, v3, p):
+    """Whether p lies on the triangle (MuJoCo's affine-coordinate test, to mjMINVAL)."""
+    big, c = _proj_areas(v1, v2, v3, p)
+    lam = _vdiv(c, where(big == 0, 1.0, big))
+    x = _wsum(lam, jp.stack([v1, v2, v3])) - p
+    return jp.all(lam >= 0) & (jp.sqrt(dot3(x, x)) < MINVAL)
+
+
+def _rotation120(axis):
+    """MuJoCo's rotation by 120 degrees about ``axis`` (row-major 3x3)."""
+    nn = jp.sqrt(dot3(axis, axis))
+    u1, u2, u3 = [axis[i] / nn for i in range(3)]
+    c, s, t = _COS120, _SIN120, 1.0 - _COS120
+    r = rounded
+    return jp.stack([
+        jp.stack([c + r(r(u1 * u1) * t), r(r(u1 * u2) * t) - r(u3 * s),
+                  r(r(u1 * u3) * t) + r(u2 * s)]),
+        jp.stack([r(r(u2 * u1) * t) + r(u3 * s), c + r(r(u2 * u2) * t),
+                  r(r(u2 * u3) * t) - r(u1 * s)]),
+        jp.stack([r(r(u1 * u3) * t) - r(u2 * s), r(r(u2 * u3) * t) + r(u1 * s),
+                  c + r(r(u3 * u3) * t)])])
+
+
+def _initial_polytope(sh: Shapes, n, TA, TB, TD):
+    """The polytope MuJoCo's EPA starts from (mjc_ccd: polytope2/3/4), given GJK's simplex
+    of n points: (vertices: W (5, 3), ids A (5,), B (5,), directions D (5, 3); faces (6, 3),
+    adjacency (6, 3); vertex count, face count, valid).
+
+    * n = 4, a tetrahedron holding the origin: itself; where a face passes within mjMINVAL of
+      the origin, the hexahedron on that face instead.
+    * n = 3, a triangle: the hexahedron of the triangle and the supports along both of its
+      normals; invalid if the normal vanishes, a support lies on the triangle or a face
+      passes within mjMINVAL of the origin.
+    * n = 2, a segment: the hexahedron of its ends and the supports along three directions
+      120 degrees apart about it; where a face passes within mjMINVAL of the origin, the
+      hexahedron on that face instead."""
+    dt = sh.dtype
+    W4 = _verts(sh, TD, TA, TB)
+    # the tetrahedron
+    tet_flat, tet_j = _first_flat(W4, _TET_FACES)
+    tet_ok = _holds_origin(W4[0], W4[1], W4[2], W4[3])
+    # the segment's hexahedron
+    diff = W4[1] - W4[0]
+    ax = jp.argmin(jp.abs(diff))  # the first axis of least extent
+    d1 = _cross(jp.zeros(3, dt).at[ax].set(1.0), diff)
+    R = _rotation120(diff)
+    d2 = jp.stack([dot3(R[i], d1) for i in range(3)])
+    d3 = jp.stack([dot3(R[i], d2) for i in range(3)])
+    seg = [_support_along(sh, d, jp.sqrt(dot3(d, d))) for d in (d1, d2, d3)]
+    W2 = jp.concatenate([W4[:2], jp.stack([x[0] for x in seg])])
+    A2 = jp.concatenate([TA[:2], jp.stack([x[1] for x in seg])])
+    B2 = jp.concatenate([TB[:2], jp.stack([x[2] for x in seg])])
+    D2 = jp.concatenate([TD[:2], jp.stack([x[3] for x in seg])])
+    seg_flat, seg_j = _first_flat(W2, _SEG_FACES)
+    # the triangle a hexahedron is built on: GJK's, or the first flat face of the others
+    tri = where(n == 3, jp.arange(3, dtype=jp.int32),
+                where(n == 4, jp.asarray(_TET_FACES)[tet_j], jp.asarray(_SEG_FACES)[seg_j]))
+    WS = where(n == 2, W2, jp.concatenate([W4, W4[:1]]))
+    AS = where(n == 2, A2, jp.concatenate([TA, TA[:1]]))
+    BS = where(n == 2, B2, jp.concatenate([TB, TB[:1]]))
+    DS = where(n == 2, D2, jp.concatenate([TD, TD[:1]]))
+    Wt, At, Bt, Dt = WS[tri], AS[tri], BS[tri], DS[tri]
+    nrm = _cross(Wt[1] - Wt[0], Wt[2] - Wt[0])
+    nn = jp.sqrt(dot3(nrm, nrm))
+    below = _support_along(sh, -nrm, nn)  # MuJoCo takes this one first
+    above = _support_along(sh, nrm, nn)
+    W3 = jp.concatenate([Wt, below[0][None], above[0][None]])
+    A3 = jp.concatenate([At, below[1][None], above[1][None]])
+    B3 = jp.concatenate([Bt, below[2][None], above[2][None]])
+    D3 = jp.concatenate([Dt, below[3][None], above[3][None]])
+    tri_flat, _ = _first_flat(W3, _TRI_FACES)
+    tri_ok = ((nn >= MINVAL) & ~_on_triangle(Wt[0], Wt[1], Wt[2], above[0])
+              & ~_on_triangle(Wt[0], Wt[1], Wt[2], below[0]) & ~tri_flat)
+    use_tet = (n == 4) & ~tet_flat
+    use_seg = (n == 2) & ~seg_flat
+    valid = where(use_tet, tet_ok, use_seg | tri_ok)
+    W = where(use_tet, jp.concatenate([W4, W4[:1]]), where(use_seg, W2, W3))
+    A = where(use_tet, jp.concatenate([TA, TA[:1]]), where(use_seg, A2, A3))
+    B = where(use_tet, jp.concatenate([TB, TB[:1]]), where(use_seg, B2, B3))
+    D = where(use_tet, jp.concatenate([TD, TD[:1]]), where(use_seg, D2, D3))
+    tet_faces = np.concatenate([_TET_FACES, np.zeros((2, 3), np.int32)])
+    tet_adj = np.concatenate([_TET_ADJ, np.zeros((2, 3), np.int32)])
+    faces = where(use_tet, jp.asarray(tet_faces),
+                  where(use_seg, jp.asarray(_SEG_FACES), jp.asarray(_TRI_FACES)))
+    adj = where(use_tet, jp.asarray(tet_adj), jp.asarray(_HEX_ADJ))
+    nv = where(use_tet, 4, 5).astype(jp.int32)
+    nf = where(use_tet, 4, 6).astype(jp.int32)
+    return W, A, B, D, faces, adj, nv, nf, valid
 
 
 def _face_vec(W, fv):
@@ -477,32 +620,35 @@ def _face_vec(W, fv):
     return v, where(none, 0.0, dot3(v, v))
 
 
-def _epa(sh: Shapes, TA, TB, TD, nv_cap: int, nf_cap: int):
+def _epa(sh: Shapes, n, TA, TB, TD, nv_cap: int, nf_cap: int):
     """MuJoCo's EPA: (ok, the nearest face's ids ia (3,), ib (3,), directions (3, 3)).
 
     Discrete shapes stop when the upper bound meets the lower one or the partner's support
     vertex repeats; smooth ones when the new support point's bound is within
     ccd_tolerance of the nearest face (this iteration's bound, not the running minimum:
-    measured, that is what reproduces MuJoCo 4.0's ellipsoid and cylinder contacts)."""
+    measured, that is what reproduces MuJoCo 4.0's ellipsoid and cylinder contacts). It
+    starts from ``_initial_polytope``'s tetrahedron or hexahedron (GJK's simplex ``n``)."""
     dt = sh.dtype
-    W0 = jax.vmap(sh.prism_point)(TD, TA) - jax.vmap(sh.partner_point)(TD, TB)
-    VD = jp.zeros((nv_cap, 3), dt).at[:4].set(TD)
-    VW = jp.zeros((nv_cap, 3), dt).at[:4].set(W0)
-    VA = jp.zeros(nv_cap, jp.int32).at[:4].set(TA)
-    VB = jp.full(nv_cap, -1, jp.int32).at[:4].set(TB)
-    v4, d4 = _face_vec(W0, jp.asarray(_TET_FACES))
-    FV = jp.zeros((nf_cap, 3), jp.int32).at[:4].set(_TET_FACES)
-    FADJ = jp.zeros((nf_cap, 3), jp.int32).at[:4].set(_TET_ADJ)
-    FVEC = jp.zeros((nf_cap, 3), dt).at[:4].set(v4)
-    FD2 = jp.zeros(nf_cap, dt).at[:4].set(d4)
-    FIDX = jp.full(nf_cap, -2, jp.int32).at[:4].set(jp.arange(4, dtype=jp.int32))
-    MAP = jp.zeros(nf_cap, jp.int32).at[:4].set(jp.arange(4, dtype=jp.int32))
-    bad0 = jp.any(d4 < MINVAL * MINVAL)
+    W0, A0, B0, D0, F0, ADJ0, nv0, nf0, valid = _initial_polytope(sh, n, TA, TB, TD)
+    live_v = jp.arange(5) < nv0
+    live_f = jp.arange(6) < nf0
+    VD = jp.zeros((nv_cap, 3), dt).at[:5].set(D0)
+    VW = jp.zeros((nv_cap, 3), dt).at[:5].set(W0)
+    VA = jp.zeros(nv_cap, jp.int32).at[:5].set(A0)
+    VB = jp.full(nv_cap, -1, jp.int32).at[:5].set(where(live_v, B0, -1))
+    v0, d0 = _face_vec(W0, F0)
+    FV = jp.zeros((nf_cap, 3), jp.int32).at[:6].set(F0)
+    FADJ = jp.zeros((nf_cap, 3), jp.int32).at[:6].set(ADJ0)
+    FVEC = jp.zeros((nf_cap, 3), dt).at[:6].set(v0)
+    FD2 = jp.zeros(nf_cap, dt).at[:6].set(d0)
+    idx6 = jp.arange(6, dtype=jp.int32)
+    FIDX = jp.full(nf_cap, -2, jp.int32).at[:6].set(where(live_f, idx6, -2))
+    MAP = jp.zeros(nf_cap, jp.int32).at[:6].set(idx6)
+    bad0 = ~valid
     scap = 2 * nv_cap + 4  # DFS stack: at most the live faces
     hcap = nv_cap  # horizon edges: at most the vertices
-    st = dict(VW=VW, VA=VA, VB=VB, VD=VD, nv=jp.array(4, jp.int32), FV=FV, FADJ=FADJ, FVEC=FVEC,
-              FD2=FD2, FIDX=FIDX, MAP=MAP, nmap=jp.array(4, jp.int32),
-              nf=jp.array(4, jp.int32), face=jp.array(-1, jp.int32),
+    st = dict(VW=VW, VA=VA, VB=VB, VD=VD, nv=nv0, FV=FV, FADJ=FADJ, FVEC=FVEC,
+              FD2=FD2, FIDX=FIDX, MAP=MAP, nmap=nf0, nf=nf0, face=jp.array(-1, jp.int32),
               upper=jp.array(MAXVAL, dt), upper2=jp.array(MAXVAL, dt),
               status=where(bad0, 2, 0).astype(jp.int32), it=jp.zeros((), jp.int32))
 
@@ -713,8 +859,8 @@ def prism_search(prism, pts, mat, local, box: bool, center2, nv_cap: int, nf_cap
     sh = _shapes(*jax.tree.map(sg, (prism, pts, mat, local)), box, sg(center2),
                  None if smooth is None else (smooth[0], sg(smooth[1])),
                  None if margin is None else sg(margin))
-    ok_g, TA, TB, TD = _gjk(sh, _centroid(sh.prism) - sg(center2))
-    ok_e, ia, ib, dv = _epa(sh, TA, TB, TD, nv_cap, nf_cap)
+    ok_g, n, TA, TB, TD = _gjk(sh, _centroid(sh.prism) - sg(center2))
+    ok_e, ia, ib, dv = _epa(sh, n, TA, TB, TD, nv_cap, nf_cap)
     return ok_g & ok_e, ia, ib, dv
 
 

@@ -71,8 +71,8 @@ def search(type1: int, type2: int, geoms, margin):
     nearest face."""
     geoms = jax.tree.map(jax.lax.stop_gradient, geoms)
     sh = _shapes(type1, type2, geoms, 0.5 * jax.lax.stop_gradient(margin))
-    ok_g, TA, TB, TD = hfield_ccd._gjk(sh, geoms[0] - geoms[4])
-    ok_e, ia, ib, dv = hfield_ccd._epa(sh, TA, TB, TD, *hfield_ccd.SMOOTH_CAPS)
+    ok_g, n, TA, TB, TD = hfield_ccd._gjk(sh, geoms[0] - geoms[4])
+    ok_e, ia, ib, dv = hfield_ccd._epa(sh, n, TA, TB, TD, *hfield_ccd.SMOOTH_CAPS)
     return ok_g & ok_e, ia, ib, dv
 
 
