@@ -348,12 +348,19 @@ def _holds(face, nrm, x) -> bool:
     return True
 
 
-def _mesh_faces(mesh, nout, witness):
-    """A mesh's candidate polygons: those at its vertex supporting it along nout; touching
-    with a face, that face (of coplanar polygons, the one holding the witness point)."""
+def _mesh_faces(mesh, nout, witness, feature=None):
+    """A mesh's candidate polygons: those of its contact feature (``feature``: the distinct
+    mesh vertex ids of EPA's nearest face; an edge's two polygons, a face's one), at a vertex
+    (or unknown) those at its vertex supporting it along nout; touching with a face, that
+    face (of coplanar polygons, the one holding the witness point)."""
     world, polys = mesh
     top = int(np.argmax(world @ nout))
-    near = [(nrm, world[ids]) for nrm, ids in polys if top in ids]
+    if feature is not None and len(feature) > 1:
+        near = [(nrm, world[ids]) for nrm, ids in polys if all(v in ids for v in feature)]
+    else:
+        near = [(nrm, world[ids]) for nrm, ids in polys if top in ids]
+    if not near:
+        return [], False
     touch = max(nrm @ nout for nrm, _ in near) >= CYL_FACE_TOL
     if not touch:
         return [(nrm, f) for nrm, f in near if nrm @ nout > CYL_EDGE_TOL], touch
@@ -361,9 +368,16 @@ def _mesh_faces(mesh, nout, witness):
     return [x for x in flat if _holds(x[1], x[0], witness)] or flat, touch
 
 
-def _mesh_edges(mesh, nout, exact):
-    """A mesh's edges at its supporting vertex (``exact``: ends at the same depth)."""
+def _mesh_edges(mesh, nout, exact, feature=None):
+    """A mesh's edges at its contact feature (``_mesh_faces``): an edge itself, none at a
+    face, else those at its supporting vertex (``exact``: ends at the same depth)."""
     world, polys = mesh
+    if feature is not None and len(feature) == 3:
+        return []
+    if feature is not None and len(feature) == 2:
+        a, b = feature
+        return ([(world[a], world[b])] if not exact
+                or abs((world[b] - world[a]) @ nout) <= EXACT_EDGE else [])
     top = int(np.argmax(world @ nout))
     nbr = set()
     for _, ids in polys:
@@ -425,14 +439,16 @@ def _edges(t, pos, mat, size, nout, witness, exact, through=None):
     return out
 
 
-def cylinder_multicontact(mjm, d, epa, margin: float = 0.0, through=None, gen=None):
+def cylinder_multicontact(mjm, d, epa, margin: float = 0.0, through=None, gen=None,
+                          feature=None):
     """Contacts [(dist, pos, frame normal)] of geoms 0 and 1 (a capsule or cylinder pair in
     MuJoCo's order) given GJK/EPA's (dist, n, pos), and a dict with 'kind' ('ff', 'e1',
     'e2' or 'single'), 'tie' (the quadrilateral search met equal areas) and 'polygon' (the
     clipped points, each with its dist and pos). ``through``: a point the cylinder or capsule
     generator passes through instead (MuJoCo's own, from its contacts). ``gen``: (point on
     geom 1, point on geom 2) of EPA's nearest face's first vertex, where a cylinder's
-    generator is taken (as 4.0 does after its own EPA)."""
+    generator is taken (as 4.0 does after its own EPA). ``feature``: the sorted distinct
+    mesh vertex ids of that face on a mesh geom 2 (its contact feature), or None."""
     dist, n, pos = epa
     info = {"kind": "single", "tie": False, "polygon": []}
     single = [(dist, pos, n)]
@@ -445,7 +461,7 @@ def cylinder_multicontact(mjm, d, epa, margin: float = 0.0, through=None, gen=No
     F1, touch1 = _faces(t1, *g1, n)
     if t2 == _MESH:
         mesh2 = _mesh(mjm, d, 1)
-        F2, touch2 = _mesh_faces(mesh2, -n, x2)
+        F2, touch2 = _mesh_faces(mesh2, -n, x2, feature)
     else:
         F2, touch2 = _faces(t2, *g2, -n)
     pairs = [(-(a[0] @ b[0]), a, b) for a in F1 for b in F2]
@@ -471,7 +487,7 @@ def cylinder_multicontact(mjm, d, epa, margin: float = 0.0, through=None, gen=No
         if not touch1 and F2:
             kind, E, F = "e1", _edges(t1, *g1, n, x1, False, at1), F2
         elif not touch2 and F1:
-            E = (_mesh_edges(mesh2, -n, False) if t2 == _MESH else
+            E = (_mesh_edges(mesh2, -n, False, feature) if t2 == _MESH else
                  _edges(t2, *g2, -n, x2, t1 == _CYLINDER and t2 in (_BOX, _CYLINDER), at2))
             kind, F = "e2", F1
         else:

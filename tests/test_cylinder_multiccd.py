@@ -268,10 +268,15 @@ def sweep(name: str, n_random: int, n_face: int, margin: float = 0.0, seed: int 
     # states share one compiled program)
     pad = tc.padded_batch(len(states), least=64) - len(states)
     xpos, xmat = xpos + xpos[:1] * pad, xmat + xmat[:1] * pad
-    ((ed, en, ep), (gp1, gp2, gt)), (cd, cp, cn, cv) = jax.tree.map(np.asarray, _collide(
+    ((ed, en, ep), (gp1, gp2, gt, gid)), (cd, cp, cn, cv) = jax.tree.map(np.asarray, _collide(
         name, mjm)(jp.asarray(np.stack(xpos)), jp.asarray(np.stack(xmat)),
                    jp.asarray(mjm.geom_size[:2]), margin))
     capsule1 = types[0] == GeomType.CAPSULE
+
+    def feature(k):  # a mesh geom 2's contact feature where MuJoCo's search was taken
+        mesh2 = types[1] == GeomType.MESH
+        return sorted(set(int(i) for i in gid[k])) if mesh2 and gt[k] else None
+
     stats = {"states": 0, "contacts": 0, "multi": 0, "exact": 0, "generator": 0, "tie": 0,
              "within": 0, "epa": 0, "exact_err": 0.0, "ref_err": 0.0, "gen_rule_err": 0.0,
              "gen_err": 0.0, "tie_err": 0.0, "exact_multi": 0, "epa_multi": 0, "epa_count": 0,
@@ -284,7 +289,8 @@ def sweep(name: str, n_random: int, n_face: int, margin: float = 0.0, seed: int 
         mujoco.mj_kinematics(mjm, d)
         epa = (float(ed[k]), en[k], ep[k])
         want, info = ref.cylinder_multicontact(mjm, d, epa, margin,
-                                               gen=(gp1[k], gp2[k]) if gt[k] else None)
+                                               gen=(gp1[k], gp2[k]) if gt[k] else None,
+                                               feature=feature(k))
         if epa[0] > margin:
             want = []
         # the JAX rule is the reference's, given the same GJK/EPA result (on equal areas,
@@ -308,7 +314,8 @@ def sweep(name: str, n_random: int, n_face: int, margin: float = 0.0, seed: int 
             continue
         if info["kind"] in ("e1", "e2") and len(t) == len(ours) and len(t) > 1:
             through = _generator_point(info["kind"], t[0], margin, capsule1)
-            again, _ = ref.cylinder_multicontact(mjm, d, epa, margin, through=through)
+            again, _ = ref.cylinder_multicontact(mjm, d, epa, margin, through=through,
+                                                 feature=feature(k))
             rule = _match(again, t)
             if rule < TOL and err < GENERATOR_TOL:
                 stats["generator"] += 1
@@ -422,7 +429,7 @@ def test_epa_starts_from_a_short_simplex():
     size = jp.asarray(mjm.geom_size[:2])
     # padded as sweep pads (one compiled program with test_matches_mujoco's)
     pad = tc.padded_batch(len(xpos), least=64) - len(xpos)
-    (_, (_, _, taken)), (cd, cp, cn, cv) = jax.tree.map(np.asarray, _collide(
+    (_, (_, _, taken, _)), (cd, cp, cn, cv) = jax.tree.map(np.asarray, _collide(
         "cylinder_cylinder", mjm)(jp.asarray(np.stack(xpos + xpos[:1] * pad)),
                                   jp.asarray(np.stack(xmat + xmat[:1] * pad)), size, 0.0))
     for k, n_want in enumerate(_SHORT_SIMPLEX):

@@ -151,12 +151,26 @@ def clip_edge(face, cnt, normal, a, b):
     return pts, mult
 
 
-def _faces(gtype, pos, mat, size, verts, table, nout, witness):
+def _feature(feature):
+    """(first vertex id, whether a mesh's contact feature is a vertex, an edge, a face) from
+    ``feature`` = (EPA's nearest face's three mesh vertex ids, known), or None."""
+    if feature is None:
+        return None, jp.ones((), bool), jp.zeros((), bool), jp.zeros((), bool)
+    ids, known = feature
+    a, b, c = ids[0], ids[1], ids[2]
+    nd = 1 + (b != a).astype(jp.int32) + ((c != a) & (c != b)).astype(jp.int32)
+    return a, ~known | (nd == 1), known & (nd == 2), known & (nd == 3)
+
+
+def _faces(gtype, pos, mat, size, verts, table, nout, witness, feature=None):
     """Candidate faces of a geom facing direction ``nout`` (outward, toward the other geom).
 
     Returns corners (F, K, 3) world, counts (F,), normals (F, 3), valid (F,), and whether the
     geom touches with a face (its best face normal within FACE_TOL of ``nout``). A mesh's
-    candidates are its polygons at the vertex supporting it along ``nout``.
+    candidates are the polygons of its contact feature (``feature``: EPA's nearest face's
+    mesh vertex ids, see ``_feature``): at an edge the two polygons holding it, at a face
+    that polygon, at a vertex (or unknown) the polygons at the vertex supporting it along
+    ``nout`` (4.0 measured).
     """
     dt = pos.dtype
     if gtype == _G.CYLINDER:
@@ -175,7 +189,16 @@ def _faces(gtype, pos, mat, size, verts, table, nout, witness):
         # MuJoCo's candidates are the polygons of its contact feature: here those at the
         # supporting vertex (a mesh has polygons facing the contact far from it)
         wv = verts @ mat.T + pos
-        fidx, count, lnormal = multiccd.faces_at(table, math.argmax(nout @ wv.T))
+        first, at_vertex, _, _ = _feature(feature)
+        top = math.argmax(nout @ wv.T)
+        fidx, count, lnormal = multiccd.faces_at(table, top if first is None else
+                                                 where(at_vertex, top, first))
+        if feature is not None:  # an edge's or a face's polygons hold all its vertices
+            k0 = jp.arange(fidx.shape[1])
+            real = k0[None] < count[:, None]
+            holds_all = jp.all(jp.stack([jp.any(real & (fidx == v), 1) for v in feature[0]]),
+                               0)
+            count = where(at_vertex | holds_all, count, 0)
         k = jp.arange(fidx.shape[1])
         # MuJoCo walks a mesh polygon backwards
         rev = where(k[None] < count[:, None], count[:, None] - 1 - k[None], 0)
@@ -199,13 +222,15 @@ def _faces(gtype, pos, mat, size, verts, table, nout, witness):
     return face, count, normal, valid, touch
 
 
-def _edges(gtype, pos, mat, size, verts, table, nout, witness, exact: bool, through=None):
+def _edges(gtype, pos, mat, size, verts, table, nout, witness, exact: bool, through=None,
+           feature=None):
     """Candidate edges (E, 2, 3) of a geom at its contact along ``nout`` and their validity.
 
     A capsule's generator through its witness point; a cylinder's generator from the rim
     point supporting it along ``nout`` (or at the azimuth of ``through``, (point, use)) to
-    the other cap; a box's or mesh's edges at its supporting vertex (with ``exact``, a box's
-    or cylinder's only where its two ends are at the same depth).
+    the other cap; a box's edges at its supporting vertex, a mesh's at its contact feature
+    (``_faces``: an edge itself, none at a face, else those at the supporting vertex) (with
+    ``exact``, a box's or cylinder's only where its two ends are at the same depth).
     """
     dt = pos.dtype
     axis = mat[:, 2]
@@ -242,6 +267,15 @@ def _edges(gtype, pos, mat, size, verts, table, nout, witness, exact: bool, thro
         top = math.argmax(nout @ wv.T)
         v = wv[top]
         ends = wv[nbr[top]]
+        if feature is not None:
+            _, _, at_edge, at_face = _feature(feature)
+            ids = feature[0]
+            other = where(ids[1] != ids[0], ids[1], ids[2])
+            lo, hi = jp.minimum(ids[0], other), jp.maximum(ids[0], other)
+            v = where(at_edge, wv[lo], v)
+            one = jp.arange(ends.shape[0]) == 0
+            ends = where(at_edge, where(one[:, None], wv[hi], wv[lo]), ends)
+            ends = where(at_face, v, ends)  # zero length: no edge
     else:
         z = jp.zeros((1, 2, 3), dt)
         return z, jp.zeros((1,), bool)
@@ -294,8 +328,9 @@ def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2
              size2, verts2, table2, margin, ncon: int, gen=None):
     """The multi-contact rule for a pair with a cylinder or capsule, given GJK/EPA's result
     (dist, unit normal n from geom1 to geom2, pos midway): (dist, pos, normal, valid), each
-    with ``ncon`` rows. ``gen``: None, or (gen1, gen2, taken) of ``nativeccd.refine``: where
-    taken, a cylinder's generator is at the azimuth of its point there."""
+    with ``ncon`` rows. ``gen``: None, or (gen1, gen2, taken, ids2) of ``nativeccd.refine``:
+    where taken, a cylinder's generator is at the azimuth of its point there, and a mesh
+    geom 2's candidates are those of its contact feature (``_faces``)."""
     dt = pos.dtype
     # MuJoCo inflates each geom by half the margin: a capsule's witness (hence its generator)
     # moves with it; a face stays put and the half margin is added to the points afterwards
@@ -304,8 +339,9 @@ def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2
     x1 = pos - n * (dist / 2) + n * (0.5 * margin - h1)
     x2 = pos + n * (dist / 2)
     face1, cnt1, nrm1, fv1, touch1 = _faces(type1, pos1, mat1, size1, verts1, table1, n, x1)
+    feature2 = None if gen is None or type2 != _G.MESH else (gen[3], gen[2])
     face2, cnt2, nrm2, fv2, touch2 = _faces(type2, pos2, mat2, size2, verts2, table2, -n,
-                                            x2)
+                                            x2, feature2)
     k1, k2 = face1.shape[1], face2.shape[1]
 
     # 1. face-face: the pair of candidate faces most nearly facing each other (a capsule
@@ -326,7 +362,7 @@ def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2
         t1, t2 = (gen[0], gen[2]), (gen[1], gen[2])
     e1, ev1 = _edges(type1, pos1, mat1, size1, verts1, table1, n, x1, False, t1)
     e2, ev2 = _edges(type2, pos2, mat2, size2, verts2, table2, -n, x2,
-                     type1 == _G.CYLINDER and type2 in (_G.BOX, _G.CYLINDER), t2)
+                     type1 == _G.CYLINDER and type2 in (_G.BOX, _G.CYLINDER), t2, feature2)
     ok1, E1, G2, gc2, gn2 = _edge_face(e1, ev1, face2, cnt2, nrm2, fv2)
     ok2, E2, G1, gc1, gn1 = _edge_face(e2, ev2, face1, cnt1, nrm1, fv1)
     try1 = ~touch1 & jp.any(fv2)

@@ -119,8 +119,9 @@ def refine(type1: int, type2: int, geoms, margin, contact, active, margined: boo
     query where 4.0 takes it (module docstring): searched on the ``active`` lanes that need
     it, rebuilt on all; with ``margined`` (static: the group's pairs can have a margin) a
     pair of ``DISTANCE_PAIRS`` apart within the margin takes ``distance_search``'s
-    contact. Returns the contacts and (gen1, gen2, taken): the nearest face's first vertex on
-    each geom where ``taken`` (``rebuild``)."""
+    contact. Returns the contacts and (gen1, gen2, taken, ids2): the nearest face's first
+    vertex on each geom and its three geom-2 vertex ids (a mesh's contact feature) where
+    ``taken`` (``rebuild``)."""
     dist, normal, pos = contact
     n = dist.shape[0]
     if type1 in (_G.SPHERE, _G.CAPSULE):
@@ -137,6 +138,7 @@ def refine(type1: int, type2: int, geoms, margin, contact, active, margined: boo
     (qd, qn, qp, ok), (gen1, gen2) = convex.lanes_vmap(
         lambda g, mg, f: rebuild(type1, type2, g, mg, f), n, geoms, margin, found)
     take = need & ok
+    ids2 = found[2]
     contact = (where(take, qd, dist), where(take[:, None], qn, normal),
                where(take[:, None], qp, pos))
     if margined and (type1, type2) in DISTANCE_PAIRS:
@@ -151,7 +153,7 @@ def refine(type1: int, type2: int, geoms, margin, contact, active, margined: boo
         sep = apart & near
         contact = (where(sep, gd, contact[0]), where(sep[:, None], gn, contact[1]),
                    where(sep[:, None], gp, contact[2]))
-    return contact, (gen1, gen2, take)
+    return contact, (gen1, gen2, take, ids2)
 
 
 def signed_distance(type1: int, type2: int, geoms, margin):
@@ -160,7 +162,7 @@ def signed_distance(type1: int, type2: int, geoms, margin):
     computes it: ((dist, normal, pos), (gen1, gen2, taken)) as ``refine``'s."""
     sd = convex.signed_distance(type1, type2, *geoms)
     if (type1, type2) not in PAIRS:
-        return sd, (sd[2], sd[2], jp.zeros((), bool))
+        return sd, (sd[2], sd[2], jp.zeros((), bool), jp.zeros(3, jp.int32))
     one = lambda x: None if x is None else jp.asarray(x)[None]  # noqa: E731
     out = refine(type1, type2, tuple(one(g) for g in geoms), one(margin),
                  tuple(one(x) for x in sd), jp.ones(1, bool))
