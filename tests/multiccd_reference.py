@@ -379,12 +379,10 @@ def _mesh_edges(mesh, nout, exact, feature=None):
         return ([(world[a], world[b])] if not exact
                 or abs((world[b] - world[a]) @ nout) <= EXACT_EDGE else [])
     top = int(np.argmax(world @ nout))
-    nbr = set()
-    for _, ids in polys:
-        for k, v in enumerate(ids):
-            if v == top:
-                nbr |= {ids[k - 1], ids[(k + 1) % len(ids)]}
-    return [(world[top], world[j]) for j in sorted(nbr)
+    # one edge per polygon holding the vertex (the first 3, in polygon order), to the vertex
+    # before it in MuJoCo's order (``ids`` run backwards: the one after it here)
+    prev = [ids[(ids.index(top) + 1) % len(ids)] for _, ids in polys if top in ids][:3]
+    return [(world[top], world[j]) for j in prev
             if not exact or abs((world[j] - world[top]) @ nout) <= EXACT_EDGE]
 
 
@@ -496,8 +494,8 @@ def cylinder_multicontact(mjm, d, epa, margin: float = 0.0, through=None, gen=No
         for nf, f in F:
             fits = [(abs((b - a) @ nf) / np.linalg.norm(b - a), a, b) for a, b in E]
             fits = [x for x in fits if x[0] < CYL_EDGE_TOL]
-            if fits:
-                hit = (nf, f, *min(fits, key=lambda x: x[0])[1:])
+            if fits:  # the first in MuJoCo's order, not the most parallel
+                hit = (nf, f, *fits[0][1:])
                 break
         if hit is None:
             return single, info

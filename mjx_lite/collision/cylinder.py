@@ -262,11 +262,18 @@ def _edges(gtype, pos, mat, size, verts, table, nout, witness, exact: bool, thro
         flip = 1.0 - 2.0 * jp.eye(3, dtype=dt)
         ends = (sg[None] * flip * size) @ mat.T + pos
     elif gtype == _G.MESH:
-        nbr = table[3]
+        # MuJoCo's edges at a vertex: one per polygon holding it (the first 3, in polygon
+        # order), to the vertex before it in the polygon
         wv = verts @ mat.T + pos
         top = math.argmax(nout @ wv.T)
         v = wv[top]
-        ends = wv[nbr[top]]
+        fidx, count, _ = multiccd.faces_at(table, top)
+        k = jp.arange(fidx.shape[1])
+        at = jp.argmax((fidx == top) & (k[None] < count[:, None]), axis=1)
+        before = where(at == 0, count - 1, at - 1)
+        prev = jp.take_along_axis(fidx, before[:, None], axis=1)[:, 0]
+        first3 = (jp.arange(fidx.shape[0]) < 3) & (count > 0)
+        ends = where(first3[:, None], wv[prev], v)  # zero length: no edge
         if feature is not None:
             _, _, at_edge, at_face = _feature(feature)
             ids = feature[0]
@@ -289,7 +296,7 @@ def _edges(gtype, pos, mat, size, verts, table, nout, witness, exact: bool, thro
 
 def _edge_face(edges, evalid, face, count, normal, fvalid):
     """The (edge, face) pair MuJoCo takes: the first face (in its order) with an edge lying
-    in it, and that face's most parallel edge.
+    in it, and the first such edge (in its order; 4.0 measured: not the most parallel one).
 
     Returns (ok, edge (2, 3), face corners (K, 3), count, normal)."""
     u = edges[:, 1] - edges[:, 0]
@@ -298,7 +305,7 @@ def _edge_face(edges, evalid, face, count, normal, fvalid):
     fits = evalid[:, None] & fvalid[None] & (sine < EDGE_TOL)
     anyf = jp.any(fits, 0)
     f = jp.argmax(anyf)
-    e = jp.argmin(where(fits[:, f], sine[:, f], 3.0))
+    e = jp.argmax(fits[:, f])
     return jp.any(anyf), edges[e], face[f], count[f], normal[f]
 
 
