@@ -247,13 +247,8 @@ def _generator_point(kind: str, c, margin: float, capsule1: bool) -> np.ndarray:
     return p + ((d - margin) / 2 + h2) * n
 
 
-def sweep(name: str, n_random: int, n_face: int, margin: float = 0.0, seed: int = 1) -> dict:
-    """Classifies every state (module docstring) with ``margin`` on each geom; returns the
-    counts and worst errors."""
-    mjm = pair_model(name, margin)
-    margin = 2 * margin  # the pair's: MuJoCo 4.0 adds the geoms' margins
-    rng = np.random.default_rng(seed)
-    states = tc.random_states(mjm, rng, n_random) + face_states(name, rng, n_face)
+def _mujoco_states(mjm, states):
+    """MuJoCo's geom poses (xpos, xmat) and contacts [(dist, pos, normal)] at each state."""
     d = mujoco.MjData(mjm)
     xpos, xmat, theirs = [], [], []
     for q in states:
@@ -263,14 +258,30 @@ def sweep(name: str, n_random: int, n_face: int, margin: float = 0.0, seed: int 
         xmat.append(d.geom_xmat[:2].reshape(2, 3, 3).copy())
         theirs.append([(float(c.dist), c.pos.copy(), c.frame[:3].copy())
                        for c in d.contact[:d.ncon]])
+    return xpos, xmat, theirs
+
+
+def _collide_states(name, mjm, xpos, xmat, margin):
+    """``_collide``'s output (numpy) at the poses, padded with copies of the first (at least
+    64: the CI tier's sweeps of 36 and 24 states share one compiled program)."""
+    pad = tc.padded_batch(len(xpos), least=64) - len(xpos)
+    return jax.tree.map(np.asarray, _collide(name, mjm)(
+        jp.asarray(np.stack(xpos + xpos[:1] * pad)), jp.asarray(np.stack(xmat + xmat[:1] * pad)),
+        jp.asarray(mjm.geom_size[:2]), margin))
+
+
+def sweep(name: str, n_random: int, n_face: int, margin: float = 0.0, seed: int = 1) -> dict:
+    """Classifies every state (module docstring) with ``margin`` on each geom; returns the
+    counts and worst errors."""
+    mjm = pair_model(name, margin)
+    margin = 2 * margin  # the pair's: MuJoCo 4.0 adds the geoms' margins
+    rng = np.random.default_rng(seed)
+    states = tc.random_states(mjm, rng, n_random) + face_states(name, rng, n_face)
+    d = mujoco.MjData(mjm)
+    xpos, xmat, theirs = _mujoco_states(mjm, states)
     types = tuple(int(t) for t in mjm.geom_type[:2])
-    # padded with copies of the first state (at least 64: the CI tier's sweeps of 36 and 24
-    # states share one compiled program)
-    pad = tc.padded_batch(len(states), least=64) - len(states)
-    xpos, xmat = xpos + xpos[:1] * pad, xmat + xmat[:1] * pad
-    ((ed, en, ep), (gp1, gp2, gt, gid)), (cd, cp, cn, cv) = jax.tree.map(np.asarray, _collide(
-        name, mjm)(jp.asarray(np.stack(xpos)), jp.asarray(np.stack(xmat)),
-                   jp.asarray(mjm.geom_size[:2]), margin))
+    ((ed, en, ep), (gp1, gp2, gt, gid)), (cd, cp, cn, cv) = _collide_states(name, mjm, xpos,
+                                                                           xmat, margin)
     capsule1 = types[0] == GeomType.CAPSULE
 
     def feature(k):  # a mesh geom 2's contact feature where MuJoCo's search was taken
@@ -417,21 +428,11 @@ def test_epa_starts_from_a_short_simplex():
         geoms = (xpos[0], xmat[0], size[0], None, xpos[1], xmat[1], size[1], None)
         return hfield_ccd._gjk(nativeccd._shapes(*types, geoms, 0.0), xpos[0] - xpos[1])[1]
 
-    d = mujoco.MjData(mjm)
-    xpos, xmat, theirs = [], [], []
-    for q in _SHORT_SIMPLEX.values():
-        d.qpos[:] = q
-        mujoco.mj_forward(mjm, d)
-        xpos.append(d.geom_xpos[:2].copy())
-        xmat.append(d.geom_xmat[:2].reshape(2, 3, 3).copy())
-        theirs.append([(float(c.dist), c.pos.copy(), c.frame[:3].copy())
-                       for c in d.contact[:d.ncon]])
+    xpos, xmat, theirs = _mujoco_states(mjm, list(_SHORT_SIMPLEX.values()))
     size = jp.asarray(mjm.geom_size[:2])
-    # padded as sweep pads (one compiled program with test_matches_mujoco's)
-    pad = tc.padded_batch(len(xpos), least=64) - len(xpos)
-    (_, (_, _, taken, _)), (cd, cp, cn, cv) = jax.tree.map(np.asarray, _collide(
-        "cylinder_cylinder", mjm)(jp.asarray(np.stack(xpos + xpos[:1] * pad)),
-                                  jp.asarray(np.stack(xmat + xmat[:1] * pad)), size, 0.0))
+    # one compiled program with test_matches_mujoco's
+    (_, (_, _, taken, _)), (cd, cp, cn, cv) = _collide_states("cylinder_cylinder", mjm, xpos,
+                                                              xmat, 0.0)
     for k, n_want in enumerate(_SHORT_SIMPLEX):
         n = int(simplex_size(jp.asarray(xpos[k]), jp.asarray(xmat[k]), size))
         ours = [(float(cd[k, j]), cp[k, j], cn[k, j]) for j in range(cd.shape[1]) if cv[k, j]]
