@@ -414,6 +414,21 @@ _SHORT_SIMPLEX = {
     2: [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.1, 1.0, 0.0, 0.0, 0.0]}
 
 
+def _perturbed_contacts(mjm, qpos, n: int, scale: float = 1e-15):
+    """MuJoCo's contacts at n poses whose body-2 position is moved by ``scale`` (a few ulps)."""
+    rng = np.random.default_rng(0)
+    d = mujoco.MjData(mjm)
+    out = []
+    for _ in range(n):
+        q = np.array(qpos, dtype=float)
+        q[7:10] += scale * rng.standard_normal(3)
+        d.qpos[:] = q
+        mujoco.mj_forward(mjm, d)
+        out.append([(float(c.dist), c.pos.copy(), c.frame[:3].copy())
+                    for c in d.contact[:d.ncon]])
+    return out
+
+
 def test_epa_starts_from_a_short_simplex():
     """Where GJK ends within ccd_tolerance of the origin on a triangle or a segment, MuJoCo's
     EPA starts from a hexahedron on it (the supports along the triangle's two normals, or
@@ -438,7 +453,13 @@ def test_epa_starts_from_a_short_simplex():
         ours = [(float(cd[k, j]), cp[k, j], cn[k, j]) for j in range(cd.shape[1]) if cv[k, j]]
         assert n == n_want and taken[k], (n_want, n, taken[k])
         if n_want == 3:
-            assert _match(ours, theirs[k]) < TOL, (n_want, ours, theirs[k])
+            # the pose is symmetric and MuJoCo's own EPA ties on rounding there (1e-15 moves
+            # of the pose switch its normal between two faces 2e-3 apart): ours is one of
+            # MuJoCo's answers at the pose or a few ulps from it (XLA's optimization level
+            # alone moved ours from one to the other)
+            answers = [theirs[k]] + _perturbed_contacts(mjm, _SHORT_SIMPLEX[3], 32)
+            err = min(_match(ours, a) for a in answers)
+            assert err < TOL, (n_want, ours, theirs[k], err)
             continue
         # coaxial caps: 4 points of the rim, where MuJoCo's quadrilateral search meets equal
         # areas (the sweep's tie class): its depths and normal, another set of rim points
