@@ -417,16 +417,12 @@ _SHORT_SIMPLEX = {
 def _perturbed_contacts(mjm, qpos, n: int, scale: float = 1e-15):
     """MuJoCo's contacts at n poses whose body-2 position is moved by ``scale`` (a few ulps)."""
     rng = np.random.default_rng(0)
-    d = mujoco.MjData(mjm)
-    out = []
+    states = []
     for _ in range(n):
         q = np.array(qpos, dtype=float)
         q[7:10] += scale * rng.standard_normal(3)
-        d.qpos[:] = q
-        mujoco.mj_forward(mjm, d)
-        out.append([(float(c.dist), c.pos.copy(), c.frame[:3].copy())
-                    for c in d.contact[:d.ncon]])
-    return out
+        states.append(q)
+    return _mujoco_states(mjm, states)[2]
 
 
 def test_epa_starts_from_a_short_simplex():

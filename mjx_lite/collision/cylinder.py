@@ -193,13 +193,12 @@ def _faces(gtype, pos, mat, size, verts, table, nout, witness, feature=None):
         top = math.argmax(nout @ wv.T)
         fidx, count, lnormal = multiccd.faces_at(table, top if first is None else
                                                  where(at_vertex, top, first))
+        k = jp.arange(fidx.shape[1])
         if feature is not None:  # an edge's or a face's polygons hold all its vertices
-            k0 = jp.arange(fidx.shape[1])
-            real = k0[None] < count[:, None]
+            real = k[None] < count[:, None]
             holds_all = jp.all(jp.stack([jp.any(real & (fidx == v), 1) for v in feature[0]]),
                                0)
             count = where(at_vertex | holds_all, count, 0)
-        k = jp.arange(fidx.shape[1])
         # MuJoCo walks a mesh polygon backwards
         rev = where(k[None] < count[:, None], count[:, None] - 1 - k[None], 0)
         face = wv[jp.take_along_axis(fidx, rev, axis=1)]

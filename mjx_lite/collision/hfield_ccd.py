@@ -560,8 +560,11 @@ def _initial_polytope(sh: Shapes, n, TA, TB, TD):
       120 degrees apart about it; where a face passes within mjMINVAL of the origin, the
       hexahedron on that face instead."""
     dt = sh.dtype
-    W4 = _verts(sh, TD, TA, TB)
-    # the tetrahedron
+    # vertex records (W, A, B, D): points, geom-1 ids, geom-2 ids, support directions
+    pick = lambda c, a, b: tuple(where(c, x, y) for x, y in zip(a, b))  # noqa: E731
+    tet = (_verts(sh, TD, TA, TB), TA, TB, TD)
+    tet5 = tuple(jp.concatenate([x, x[:1]]) for x in tet)  # padded to the hexahedra's 5
+    W4 = tet[0]
     tet_flat, tet_j = _first_flat(W4, _TET_FACES)
     tet_ok = _holds_origin(W4[0], W4[1], W4[2], W4[3])
     # the segment's hexahedron
@@ -571,38 +574,28 @@ def _initial_polytope(sh: Shapes, n, TA, TB, TD):
     R = _rotation120(diff)
     d2 = jp.stack([dot3(R[i], d1) for i in range(3)])
     d3 = jp.stack([dot3(R[i], d2) for i in range(3)])
-    seg = [_support_along(sh, d, jp.sqrt(dot3(d, d))) for d in (d1, d2, d3)]
-    W2 = jp.concatenate([W4[:2], jp.stack([x[0] for x in seg])])
-    A2 = jp.concatenate([TA[:2], jp.stack([x[1] for x in seg])])
-    B2 = jp.concatenate([TB[:2], jp.stack([x[2] for x in seg])])
-    D2 = jp.concatenate([TD[:2], jp.stack([x[3] for x in seg])])
-    seg_flat, seg_j = _first_flat(W2, _SEG_FACES)
+    around = [_support_along(sh, d, jp.sqrt(dot3(d, d))) for d in (d1, d2, d3)]
+    seg = tuple(jp.concatenate([x[:2], jp.stack([r[i] for r in around])])
+                for i, x in enumerate(tet))
+    seg_flat, seg_j = _first_flat(seg[0], _SEG_FACES)
     # the triangle a hexahedron is built on: GJK's, or the first flat face of the others
     tri = where(n == 3, jp.arange(3, dtype=jp.int32),
                 where(n == 4, jp.asarray(_TET_FACES)[tet_j], jp.asarray(_SEG_FACES)[seg_j]))
-    WS = where(n == 2, W2, jp.concatenate([W4, W4[:1]]))
-    AS = where(n == 2, A2, jp.concatenate([TA, TA[:1]]))
-    BS = where(n == 2, B2, jp.concatenate([TB, TB[:1]]))
-    DS = where(n == 2, D2, jp.concatenate([TD, TD[:1]]))
-    Wt, At, Bt, Dt = WS[tri], AS[tri], BS[tri], DS[tri]
+    base = tuple(x[tri] for x in pick(n == 2, seg, tet5))
+    Wt = base[0]
     nrm = _cross(Wt[1] - Wt[0], Wt[2] - Wt[0])
     nn = jp.sqrt(dot3(nrm, nrm))
     below = _support_along(sh, -nrm, nn)  # MuJoCo takes this one first
     above = _support_along(sh, nrm, nn)
-    W3 = jp.concatenate([Wt, below[0][None], above[0][None]])
-    A3 = jp.concatenate([At, below[1][None], above[1][None]])
-    B3 = jp.concatenate([Bt, below[2][None], above[2][None]])
-    D3 = jp.concatenate([Dt, below[3][None], above[3][None]])
-    tri_flat, _ = _first_flat(W3, _TRI_FACES)
+    hexa = tuple(jp.concatenate([x, below[i][None], above[i][None]])
+                 for i, x in enumerate(base))
+    tri_flat, _ = _first_flat(hexa[0], _TRI_FACES)
     tri_ok = ((nn >= MINVAL) & ~_on_triangle(Wt[0], Wt[1], Wt[2], above[0])
               & ~_on_triangle(Wt[0], Wt[1], Wt[2], below[0]) & ~tri_flat)
     use_tet = (n == 4) & ~tet_flat
     use_seg = (n == 2) & ~seg_flat
     valid = where(use_tet, tet_ok, use_seg | tri_ok)
-    W = where(use_tet, jp.concatenate([W4, W4[:1]]), where(use_seg, W2, W3))
-    A = where(use_tet, jp.concatenate([TA, TA[:1]]), where(use_seg, A2, A3))
-    B = where(use_tet, jp.concatenate([TB, TB[:1]]), where(use_seg, B2, B3))
-    D = where(use_tet, jp.concatenate([TD, TD[:1]]), where(use_seg, D2, D3))
+    W, A, B, D = pick(use_tet, tet5, pick(use_seg, seg, hexa))
     tet_faces = np.concatenate([_TET_FACES, np.zeros((2, 3), np.int32)])
     tet_adj = np.concatenate([_TET_ADJ, np.zeros((2, 3), np.int32)])
     faces = where(use_tet, jp.asarray(tet_faces),

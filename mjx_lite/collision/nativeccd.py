@@ -159,7 +159,7 @@ def refine(type1: int, type2: int, geoms, margin, contact, active, margined: boo
 def signed_distance(type1: int, type2: int, geoms, margin):
     """``convex.signed_distance`` of one pair (``geoms`` as there: pos1, mat1, size1, verts1,
     pos2, mat2, size2, verts2) with MuJoCo's query where 4.0 takes it, as the driver
-    computes it: ((dist, normal, pos), (gen1, gen2, taken)) as ``refine``'s."""
+    computes it: ((dist, normal, pos), (gen1, gen2, taken, ids2)) as ``refine``'s."""
     sd = convex.signed_distance(type1, type2, *geoms)
     if (type1, type2) not in PAIRS:
         return sd, (sd[2], sd[2], jp.zeros((), bool), jp.zeros(3, jp.int32))
