@@ -679,6 +679,48 @@ def test_sparse_vmap_values_and_tangents():
     assert (np.asarray(g) == np.asarray(jp.cos(x) * k)).all()
 
 
+@pytest.mark.parametrize("batch", [5, 64])
+def test_compact_map_batched_equals_per_member(batch):
+    """convex.compact_map under vmap, which gathers the masked lanes of several batch
+    members together (GROUP_MEMBERS; 5 members: one each, 64: two groups of 32): f on the
+    masked lanes, ``init`` elsewhere, for batched and unbatched masks, per-lane and shared
+    arguments (a shared leaf given per member too), under one and two vmaps."""
+    from mjx_lite.collision import convex
+
+    n = 7
+    rng = np.random.default_rng(0)
+    x = jp.asarray(rng.normal(size=(batch, n, 3)))
+    mask = jp.asarray(rng.uniform(size=(batch, n)) < 0.3)
+    k = jp.arange(n, dtype=jp.int32)  # per lane, the same in every member
+    table = jp.asarray(rng.normal(size=(1, 4)))  # shared by every lane and member
+    tables = jp.asarray(rng.normal(size=(batch, 1, 4)))  # shared by a member's lanes
+    init = (jp.full((n, 3), -1.0), jp.zeros(n, jp.int32))
+
+    def f(skip, x, k, t):
+        return jp.sin(x) * k + jp.sum(t), k + jp.sum(x > 0).astype(k.dtype)
+
+    def one(mask, x, t):
+        return convex.compact_map(f, mask, (x, k, t), init, chunk=2)
+
+    # (rtol: the vectorized sin of another lane count differs by an ulp)
+    def expected(mask, x, t):
+        out = jax.vmap(lambda x, k: f(False, x, k, t[0]))(x, k)
+        return tuple(jp.where(mask.reshape((n,) + (1,) * (o.ndim - 1)), o, i)
+                     for o, i in zip(out, init))
+
+    batched = jax.jit(jax.vmap(one))(mask, x, tables)
+    for b in range(batch):
+        for o, w in zip(batched, expected(mask[b], x[b], tables[b])):
+            np.testing.assert_allclose(np.asarray(o[b]), np.asarray(w), rtol=1e-14)
+    one_mask = jax.jit(jax.vmap(lambda x: one(mask[0], x, table)))(x)
+    for b in range(batch):
+        for o, w in zip(one_mask, expected(mask[0], x[b], table)):
+            np.testing.assert_allclose(np.asarray(o[b]), np.asarray(w), rtol=1e-14)
+    nested = jax.jit(jax.vmap(jax.vmap(one)))(mask[None], x[None], tables[None])
+    for o, g in zip(nested, batched):
+        np.testing.assert_allclose(np.asarray(o[0]), np.asarray(g), rtol=1e-14)
+
+
 def test_sparse_box_pile_matches_mujoco_and_dense(monkeypatch):
     """Seven free boxes in two stacks settled by MuJoCo: 21 box-box candidates, more than
     convex.CHUNK, so the group's collider runs on the passing pairs alone (``sparse_vmap``).
