@@ -550,6 +550,10 @@ def compact_map(f, mask, args, init, chunk: int = CHUNK, grouped: bool = True, s
     if not grouped:
         return _compact(f, mask, args, init, chunk)
 
+    # traced once as a jaxpr, which both the unbatched path and the rule batch: a custom_vmap
+    # traces its function, then its rule (collision_scene, batch 256: tracing 64 -> 52 s)
+    f = jax.jit(f)
+
     @jax.custom_batching.custom_vmap
     def run(mask, args, init):
         return _compact(f, mask, args, init, chunk)
