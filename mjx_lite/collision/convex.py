@@ -645,7 +645,7 @@ def sparse_vmap(f, mask, args, chunk: int = CHUNK):
     return run(mask, tuple(args))
 
 
-def signed_distances(type1: int, type2: int, geoms, active):
+def signed_distances(type1: int, type2: int, geoms, active, grouped: bool = True):
     """``signed_distance`` over n pairs (leading axis of ``geoms``' arrays), searching only
     the ``active`` ones (those passing the bounding-sphere test; the others get a finite,
     meaningless contact) and running EPA only on those that penetrate, in compacted chunks
@@ -660,11 +660,11 @@ def signed_distances(type1: int, type2: int, geoms, active):
     mask0 = jp.zeros((n, 4), bool).at[:, 0].set(True)
     P, keys, mask, inside = compact_map(
         lambda skip, *g: _search_gjk(type1, type2, g, skip), active, fixed,
-        (jp.zeros((n, 4, 3), dt), zkeys(4), mask0, jp.zeros(n, bool)))
+        (jp.zeros((n, 4, 3), dt), zkeys(4), mask0, jp.zeros(n, bool)), grouped=grouped)
     inside = inside & active
     tri = compact_map(
         lambda skip, g, P, k, m: _search_epa(type1, type2, g, P, k, m, skip), inside,
-        (fixed, P, keys, mask), zkeys(3), EPA_CHUNK)
+        (fixed, P, keys, mask), zkeys(3), EPA_CHUNK, grouped=grouped)
     return lanes_vmap(lambda g, k, m, i, t: _contact(type1, type2, g, k, m, i, t), n,
                       geoms, keys, mask, inside, tri)
 

@@ -214,14 +214,14 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
                 lambda skip, sh, pv: hfield_ccd.distance_search(
                     pv, *_partner(sh[0], box), sh[1], smooth=(shape[0], sh[2])),
                 needed & ~known, (sg(prism),), hfield_ccd.distance_unsearched(needed.shape, dt),
-                shared=sg((arrays, margin, size2)))
+                grouped=False, shared=sg((arrays, margin, size2)))
             dist, normal, cpos, near = jax.vmap(
                 lambda pv, f: hfield_ccd.distance_rebuild(pv, *partner, f, smooth=shape))(
                     prism, found)
             dist = where(near, dist, jp.inf)
         elif cored or margined:
             dist, normal, cpos = convex.signed_distances(_G.MESH, type2, geoms,
-                                                         needed & ~known)
+                                                         needed & ~known, grouped=False)
         else:  # nothing left for the converged query
             dist, normal, cpos = (jp.full(needed.shape, jp.inf, dt),
                                   jp.zeros(needed.shape + (3,), dt),
@@ -236,7 +236,9 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
             """``current`` (dist, normal, pos, hit) with hfield_ccd's query on the ``mask``ed
             prisms (searched compacted, rebuilt on all)."""
             # the partner, the shape's size and the margin enter as compact_map's shared
-            # values, not a closure (``convex.compact_map``)
+            # values, not a closure (``convex.compact_map``); compacted per batch member: the
+            # prisms under a geom fill its chunks, where gathering members together would
+            # run many narrow chunks (as a pile's box-box rules did, 107 -> 236 ms)
             found = convex.compact_map(
                 lambda skip, sh, pv: hfield_ccd.prism_search(
                     pv, *_partner(sh[0], box), *caps,
@@ -245,7 +247,7 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
                 (jp.zeros(needed.shape, bool), *(jp.zeros(needed.shape + (3,), jp.int32)
                                                   for _ in range(2)),
                  jp.zeros(needed.shape + (3, 3), dt)),
-                shared=sg((arrays, None if shape is None else shape[1], qmargin)))
+                grouped=False, shared=sg((arrays, None if shape is None else shape[1], qmargin)))
             pdist, pnormal, ppos, phit = jax.vmap(
                 lambda pv, f: hfield_ccd.prism_rebuild(pv, *partner, f, smooth=shape,
                                                        margin=qmargin))(prism, found)
