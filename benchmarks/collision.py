@@ -142,6 +142,56 @@ def bench_mjx_lite(path, qpos, batches, reps: int, x64: bool, per_group: bool = 
     return out
 
 
+def ab_grouping(path, qpos, batch: int, rounds: int) -> list[str]:
+    """One process: the whole scene's collision with ``convex.compact_map`` grouping batch
+    members (the default) and with each member compacting its own searches, both compiled,
+    then called in alternation (2 calls each per round). Lines for the report."""
+    import mjx_lite
+    from mjx_lite import smooth
+    from mjx_lite.collision import convex, driver
+
+    plain = convex.compact_map
+    mode = {"grouped": True}
+    convex.compact_map = lambda f, mask, args, init, chunk=convex.CHUNK, grouped=True: plain(
+        f, mask, args, init, chunk, grouped and mode["grouped"])
+    try:
+        m = mjx_lite.load_model(path)
+        d0 = mjx_lite.make_data(m)
+        q = jax.numpy.asarray(_noisy(qpos, batch, _free_pos(m.jnt_type, m.jnt_qposadr)),
+                              d0.qpos.dtype)
+        d = jax.block_until_ready(
+            jax.vmap(lambda q: smooth.kinematics(m, d0.replace(qpos=q)))(q))
+        compiled, lines = {}, []
+        for on in (True, False):
+            mode["grouped"] = on
+            fn = jax.jit(jax.vmap(lambda d: _collision_outputs(driver.collision(m, d))))
+            t0 = time.perf_counter()
+            traced = fn.trace(d)
+            t1 = time.perf_counter()
+            compiled[on] = traced.lower().compile()
+            t2 = time.perf_counter()
+            jax.block_until_ready(compiled[on](d))
+            lines.append(f"{'grouped' if on else 'per member'}: trace {t1 - t0:.1f} s, "
+                         f"lower and compile {t2 - t1:.1f} s")
+    finally:
+        convex.compact_map = plain
+    times = {True: [], False: []}
+    for _ in range(rounds):
+        for on in (True, False):
+            for _ in range(2):
+                t0 = time.perf_counter()
+                jax.block_until_ready(compiled[on](d))
+                times[on].append(time.perf_counter() - t0)
+    for on in (True, False):
+        t = np.array(times[on]) * 1e3
+        lines.append(f"{'grouped' if on else 'per member'}, batch {batch}: median "
+                     f"{np.median(t):.1f} ms, fastest {t.min():.1f} ms ({len(t)} calls)")
+    same = all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(
+        jax.tree.leaves(compiled[True](d)), jax.tree.leaves(compiled[False](d))))
+    lines.append(f"outputs bitwise equal: {same}")
+    return lines
+
+
 def _free_pos(jnt_type, jnt_qposadr) -> np.ndarray:
     adr = np.asarray(jnt_qposadr)[np.asarray(jnt_type) == 0]
     return (adr[:, None] + np.arange(3)).reshape(-1)
@@ -197,11 +247,28 @@ def main(argv=None) -> None:
                         help="also time each geom-type group's collider alone")
     parser.add_argument("--max-geom-pairs", nargs="+", default=[],
                         help="N (every group) and/or TYPE1_TYPE2=N (one group)")
+    parser.add_argument("--ab-grouping", type=int, metavar="ROUNDS", default=0,
+                        help="instead: one-process A/B of compact_map's batch grouping, "
+                             "whole scene, at each batch (ROUNDS rounds of alternation)")
     args = parser.parse_args(argv)
     if args.x64:
         jax.config.update("jax_enable_x64", True)
     path = pathlib.Path(args.model)
     qpos, mj_ncon, kinds = settled_qpos(path, args.settle)
+    if args.ab_grouping:
+        lines = [f"compact_map batch grouping A/B: {path.name} after {args.settle} MuJoCo "
+                 f"steps, {jax.devices()[0].platform}, {os.cpu_count()} cpus"]
+        for b in args.batches:
+            lines += ab_grouping(path, qpos, b, args.ab_grouping)
+        c = bench_mujoco_c(path, qpos, args.reps)
+        lines.append(f"MuJoCo C (1 thread, mj_collision): {c['us_per_step']:.1f} us")
+        print("\n".join(lines))
+        dtype = "64" if args.x64 else "32"
+        out = (ROOT / "benchmarks" / "results" /
+               f"{jax.devices()[0].platform}_x{dtype}_collision_grouping.md")
+        out.write_text("\n".join(lines) + "\n")
+        print(f"written to {out.relative_to(ROOT)}")
+        return
     ours_path = capped_model(path, args.max_geom_pairs) if args.max_geom_pairs else path
     try:
         ours = bench_mjx_lite(ours_path, qpos, args.batches, args.reps, args.x64,
