@@ -549,6 +549,9 @@ def compact_map(f, mask, args, init, chunk: int = CHUNK, grouped: bool = True, s
                            init, chunk, grouped)
     if not grouped:
         return _compact(f, mask, args, init, chunk)
+    # the searches stop gradients themselves, but a custom_vmap has no transpose rule: its
+    # inputs must carry symbolic-zero tangents under reverse mode (vmap of grad)
+    args = jax.tree.map(jax.lax.stop_gradient, args)
 
     # traced once as a jaxpr, which both the unbatched path and the rule batch: a custom_vmap
     # traces its function, then its rule (collision_scene, batch 256: tracing 64 -> 52 s)
