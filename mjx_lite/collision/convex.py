@@ -523,7 +523,7 @@ GROUP_MEMBERS = 32
 GROUP_CHUNK = 4
 
 
-def compact_map(f, mask, args, init, chunk: int = CHUNK, grouped: bool = True, shared=None):
+def compact_map(f, mask, args, init, chunk: int = CHUNK, grouped: bool = True):
     """out[i] = f(False, *args[i]) where mask[i], init[i] elsewhere, with f run (vmapped) only
     on the masked lanes, gathered ``chunk`` at a time in a ``while_loop``: the cost follows
     the number of masked lanes, not of all lanes. Not reverse-differentiable: for searches on
@@ -539,14 +539,11 @@ def compact_map(f, mask, args, init, chunk: int = CHUNK, grouped: bool = True, s
       mask: (n,) lanes to compute. args: pytree of (n, ...) arrays (None leaves allowed;
         (1, ...) leaves are shared by all lanes, ``lanes_vmap``).
       init: pytree of (n, ...) results for the other lanes.
-      shared: a pytree of arrays every lane uses (f is then called f(skip, shared, *row)).
-        Traced values f needs must come in through ``args`` or ``shared``, not a closure:
-        a ``custom_vmap`` function may not close over values a batch gives per member.
+
+    With ``grouped``, traced values f needs must come in through ``args`` (a (1, ...) leaf
+    for one every lane uses), not a closure: a ``custom_vmap`` function may not close over
+    values a batch gives per member.
     """
-    if shared is not None:
-        return compact_map(lambda skip, sh, *row: f(skip, sh, *row), mask,
-                           (jax.tree.map(lambda x: jp.asarray(x)[None], shared), *args),
-                           init, chunk, grouped)
     if not grouped:
         return _compact(f, mask, args, init, chunk)
     # the searches stop gradients themselves, but a custom_vmap has no transpose rule: its

@@ -75,13 +75,6 @@ def _aabb(type2, size2, verts2, mat):
 DISCRETE_CAPS = {_G.BOX: (14, 80), _G.MESH: (hfield_ccd.KMAX + 5, 256)}
 
 
-def _partner(arrays, box: bool):
-    """hfield_ccd's partner arguments (points, mat, local vertices, box, centre) from the
-    arrays (points, mat, local vertices, centre) and the static ``box``."""
-    pts, mat, verts, p = arrays
-    return pts, mat, verts, box, p
-
-
 def _segment_meets_prism(pv, a, b):
     """Whether the segment a-b (a point when a == b) meets the prism pv (6, 3): bottom
     triangle, then top one. Cyrus-Beck: the segment's parameter interval inside each of the
@@ -180,11 +173,9 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
             box = type2 == _G.BOX
             pts = (hfield_ccd.box_points(p, mat, size2) if box
                    else hfield_ccd.mesh_points(p, mat, verts2))
-            arrays = (pts, mat, None if box else verts2, p)
+            partner = (pts, mat, None if box else verts2, box, p)
         elif smooth:
-            box = False
-            arrays = (jp.zeros((1, 3), dt), mat, None, p)
-        partner = _partner(arrays, box)
+            partner = (jp.zeros((1, 3), dt), mat, None, False, p)
         needed = live2 & high
         nprism = prism.shape[0]
         each = lambda x: None if x is None else jp.broadcast_to(  # noqa: E731
@@ -211,10 +202,10 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
             # (normals up to ~1e-4 apart)
             shape = (hfield_ccd.SMOOTH[type2], size2)
             found = convex.compact_map(
-                lambda skip, sh, pv: hfield_ccd.distance_search(
-                    pv, *_partner(sh[0], box), sh[1], smooth=(shape[0], sh[2])),
+                lambda skip, pv: hfield_ccd.distance_search(pv, *partner, margin,
+                                                            smooth=shape),
                 needed & ~known, (sg(prism),), hfield_ccd.distance_unsearched(needed.shape, dt),
-                grouped=False, shared=sg((arrays, margin, size2)))
+                grouped=False)
             dist, normal, cpos, near = jax.vmap(
                 lambda pv, f: hfield_ccd.distance_rebuild(pv, *partner, f, smooth=shape))(
                     prism, found)
@@ -235,19 +226,17 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
         def query(current, mask, caps, shape, qmargin):
             """``current`` (dist, normal, pos, hit) with hfield_ccd's query on the ``mask``ed
             prisms (searched compacted, rebuilt on all)."""
-            # the partner, the shape's size and the margin enter as compact_map's shared
-            # values, not a closure (``convex.compact_map``); compacted per batch member: the
-            # prisms under a geom fill its chunks, where gathering members together would
-            # run many narrow chunks (as a pile's box-box rules did, 107 -> 236 ms)
+            # compacted per batch member: the prisms under a geom fill its chunks, where
+            # gathering members together would run many narrow chunks (as a pile's box-box
+            # rules did, 107 -> 236 ms)
             found = convex.compact_map(
-                lambda skip, sh, pv: hfield_ccd.prism_search(
-                    pv, *_partner(sh[0], box), *caps,
-                    smooth=None if shape is None else (shape[0], sh[1]), margin=sh[2]),
+                lambda skip, pv: hfield_ccd.prism_search(pv, *partner, *caps, smooth=shape,
+                                                         margin=qmargin),
                 mask, (sg(prism),),
                 (jp.zeros(needed.shape, bool), *(jp.zeros(needed.shape + (3,), jp.int32)
                                                   for _ in range(2)),
                  jp.zeros(needed.shape + (3, 3), dt)),
-                grouped=False, shared=sg((arrays, None if shape is None else shape[1], qmargin)))
+                grouped=False)
             pdist, pnormal, ppos, phit = jax.vmap(
                 lambda pv, f: hfield_ccd.prism_rebuild(pv, *partner, f, smooth=shape,
                                                        margin=qmargin))(prism, found)
