@@ -8,7 +8,7 @@ face, so its depth is within 1e-6 of the optimum but its normal only within ~1e-
 curvature turns a depth error e into a normal error of about sqrt(2 e / radius)). The general
 solver (``convex``) converges to the optimum instead, so at such states its normal is another
 than MuJoCo's by more than 1e-4. Here the same pairs take MuJoCo's search itself:
-``hfield_ccd``'s port of its GJK (sub-distance algorithm, then the tetrahedron walk) and EPA
+``hfield_ccd``'s port of its GJK (the sub-distance algorithm; 4.0 has no tetrahedron walk) and EPA
 (face map between lower^2 and upper^2, horizon by depth-first walk), with geom 1 as a smooth
 shape in place of the prism.
 
@@ -16,7 +16,7 @@ Which states take it, as 4.0 does (measured on ``tests/test_convex.py``'s states
 0.02 per geom): a touching or penetrating pair takes the query on both shapes grown by half
 the contact margin (dist = margin - grown depth); one apart by more than ``ccd_tolerance``
 (within the margin), MuJoCo's GJK distance query on the bare shapes (``distance_search``:
-no tetrahedron walk, stopped at ccd_tolerance, cut off beyond the margin), whose normal the
+stopped at ccd_tolerance, cut off beyond the margin), whose normal the
 Frank-Wolfe stop leaves up to ~1e-4 off the converged one (the converged distance put
 ellipsoid-ellipsoid's separated normals 3.1e-5 off MuJoCo's, this query 6.7e-9). Which of
 the two is decided by the converged distance. A sphere or capsule geom 1 takes the grown
