@@ -106,19 +106,27 @@ def _plane_point(v1, v2, v3):
         if nv != 0 and nn > MINVAL:
             return n * (nv / nn)
     n = np.cross(d31, d32)
-    return n * ((n @ v3) / (n @ n))
+    nn = n @ n
+    if nn == 0:  # 4.0's projectOriginPlane gives up here too
+        return None
+    return n * ((n @ v3) / nn)
 
 
 def _line_weights(s1, s2):
+    """MuJoCo 4.0's S1D: outside the segment, its nearer end (s1 past s1: read from libmujoco
+    4.0, earlier sources always took s2); s2 for a segment shorter than 1e-15."""
     diff = s2 - s1
-    p = s2 - (s2 @ diff) / (diff @ diff) * diff
+    dd = diff @ diff
+    if dd < 1e-30:
+        return [0.0, 1.0]
+    p = s2 - (s2 @ diff) / dd * diff
     k = int(np.argmax(np.abs(s1 - s2)[::-1]))  # last axis of largest extent wins ties
     k = 2 - k
     mu = s1[k] - s2[k]
     c1, c2 = p[k] - s2[k], s1[k] - p[k]
     if _same(mu, c1) and _same(mu, c2):
         return [c1 / mu, c2 / mu]
-    return [0.0, 1.0]
+    return [1.0, 0.0] if _same(mu, c1) else [0.0, 1.0]
 
 
 def _same(a, b):
@@ -141,14 +149,30 @@ def _projection(m):
 
 
 def _tri_weights(s1, s2, s3):
+    """MuJoCo 4.0's S2D (read from libmujoco 4.0): signed areas of the vertices' offsets from
+    the origin's projection p, on the plane of the largest component of (s2 - s1) x (s3 - s1),
+    divided by their sum; outside, the nearest point of the failing edges (of all three
+    where the plane is degenerate)."""
     p = _plane_point(s1, s2, s3)
     if p is None:
-        return _line_weights(s1, s2) + [0.0]
-    big, (x, y) = _projection(_minors(s1, s2, s3))
-    c = _areas(s1, s2, s3, p, x, y)
-    if all(_same(big, ci) for ci in c):
-        return [ci / big for ci in c]
-    return _best_face([s1, s2, s3], [_same(big, ci) for ci in c], _line_weights, 2)
+        return _best_face([s1, s2, s3], [False] * 3, _line_weights, 2)
+    a, b = s2 - s1, s3 - s1
+    m = [a[1] * b[2] - a[2] * b[1], a[0] * b[2] - a[2] * b[0], a[0] * b[1] - a[1] * b[0]]
+    mu = [abs(v) for v in m]
+    if mu[0] >= mu[1] and mu[0] >= mu[2]:
+        big, (x, y) = m[0], (1, 2)
+    elif mu[1] >= mu[2]:
+        big, (x, y) = m[1], (0, 2)
+    else:
+        big, (x, y) = m[2], (0, 1)
+    A = [(s[x] - p[x], s[y] - p[y]) for s in (s1, s2, s3)]
+    c = [A[1][0] * A[2][1] - A[2][0] * A[1][1], A[2][0] * A[0][1] - A[0][0] * A[2][1],
+         A[0][0] * A[1][1] - A[1][0] * A[0][1]]
+    inside = [_same(big, ci) for ci in c]
+    if all(inside):
+        det = (c[0] + c[1]) + c[2]
+        return [ci / det for ci in c]
+    return _best_face([s1, s2, s3], inside, _line_weights, 2)
 
 
 def _areas(v1, v2, v3, p, x, y):
@@ -367,6 +391,11 @@ def _face_weights(v1, v2, v3, p):
     return [c / big for c in _areas(v1, v2, v3, p, x, y)]
 
 
+def _centroid(prism):
+    """mjc_center: the vertices' sum times 1/6 (a product, not a division, in 4.0)."""
+    return (((((prism[0] + prism[1]) + prism[2]) + prism[3]) + prism[4]) + prism[5]) * (1.0 / 6.0)
+
+
 def collide(mjm, mjd, g1: int, g2: int) -> list[tuple[float, np.ndarray, np.ndarray]]:
     """MuJoCo 4.0's contacts (dist, normal, pos in world) of hfield g1 and box/mesh g2."""
     h = mjm.geom_dataid[g1]
@@ -404,7 +433,7 @@ def collide(mjm, mjd, g1: int, g2: int) -> list[tuple[float, np.ndarray, np.ndar
                 if top[:, 2].max() < lo[2]:
                     continue
                 prism = np.concatenate([top * [1, 1, 0] + [0, 0, -size[3]], top])
-                res = PrismCCD(prism_support(prism), sup2, prism.mean(0), p).run()
+                res = PrismCCD(prism_support(prism), sup2, _centroid(prism), p).run()
                 if res is not None:
                     dist, n, x = res
                     out.append((dist, mat1 @ n, mat1 @ x + pos1))

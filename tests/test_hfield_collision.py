@@ -332,6 +332,27 @@ def test_hfield_smooth_partner_matches_mujoco():
     assert w["frame"] < 1e-9 and w["dist"] < 1e-12, w
 
 
+def test_subdistance_is_mujoco_40():
+    """MuJoCo 4.0's S1D takes the nearer end of a segment the origin projects past (here s1;
+    earlier sources always took s2), and its S2D falls back to all three edges of a
+    degenerate triangle. With the earlier rule, GJK's distance mode (a partner within the
+    margin) stopped on other simplices: ellipsoid and cylinder normals up to 7e-5 off."""
+    import hfield_ccd_reference as ref
+
+    from mjx_lite.collision import hfield_ccd
+
+    s1, s2 = np.array([1.0, 0.2, 0.0]), np.array([2.0, 0.5, 0.1])
+    assert ref._line_weights(s1, s2) == [1.0, 0.0]
+    assert np.asarray(hfield_ccd._line_weights(jp.asarray(s1), jp.asarray(s2))).tolist() == [
+        1.0, 0.0]
+    # a degenerate (collinear) triangle: every edge is tried, the nearest point is s1 (the
+    # earlier rule took S1D of s1 s2, hence s2)
+    s3 = s1 + 2.0 * (s2 - s1)
+    assert ref._tri_weights(s1, s2, s3) == [1.0, 0.0, 0.0]
+    assert np.asarray(hfield_ccd._tri_weights(*map(jp.asarray, (s1, s2, s3)))).tolist() == [
+        1.0, 0.0, 0.0]
+
+
 @pytest.mark.parametrize("g2", ["ellipsoid", "box"])
 def test_hfield_margin_matches_mujoco(g2):
     """A partner with a margin (0.01 per geom), MuJoCo 4.0's rule: prisms apart from it by
@@ -343,7 +364,8 @@ def test_hfield_margin_matches_mujoco(g2):
     box 7 of 1966."""
     w = hfield_sweep(g2, n=4, margin=0.01)
     assert w["ncon"] > 100 and w["count_off"] == 0 and w["off"] == 0, w
-    assert w["frame"] < 1e-4 and w["dist"] < 1e-8, w
+    # to rounding since 4.0's S1D/S2D and centroid (n=50: ellipsoid frame 2.2e-5 -> 2.9e-12)
+    assert w["frame"] < 1e-9 and w["dist"] < 1e-8, w
 
 
 def _hfield_table(path, header: list[str], margin: float = 0.0):

@@ -618,25 +618,20 @@ def _compact(f, mask, args, init, chunk: int):
                               math.lanewise((jp.zeros((), jp.int32), init), mask))[1]
 
 
-def sparse_vmap(f, mask, args, chunk: int = CHUNK):
+def sparse_vmap(f, mask, args, chunk: int = CHUNK, grouped: bool = False):
     """``jax.vmap(f)(*args)`` where only the ``mask`` lanes' outputs are used: evaluated,
     ``f`` runs on those lanes alone (``compact_map``; the other lanes get zeros), so a
     group's contact rules cost what its pairs passing the bounding-sphere test need, not
     what all its candidates would; differentiated, the tangents are those of the dense
     ``vmap`` (compact_map's loop is not reverse-differentiable), equal on the ``mask`` lanes.
-    The caller masks the other lanes' outputs out."""
+    The caller masks the other lanes' outputs out. ``grouped``: as ``compact_map``'s."""
     dense = lambda a: lanes_vmap(f, mask.shape[0], *a)  # noqa: E731
 
     @jax.custom_jvp
     def run(mask, args):
         shapes = jax.eval_shape(dense, args)
         init = jax.tree.map(lambda x: jp.zeros(x.shape, x.dtype), shapes)
-        # per member even under vmap: a group's rules often pass many pairs (a pile's
-        # box-box: 73 of 190), where wide chunks cost less than many narrow ones (batch
-        # 256: 107 ms per member, 236 ms grouped; box-mesh 182 -> 155, cylinder-box 233 ->
-        # 208 grouped)
-        return compact_map(lambda skip, *row: f(*row), mask, args, init, chunk,
-                           grouped=False)
+        return compact_map(lambda skip, *row: f(*row), mask, args, init, chunk, grouped)
 
     @run.defjvp
     def run_jvp(primals, tangents):
@@ -645,14 +640,30 @@ def sparse_vmap(f, mask, args, chunk: int = CHUNK):
     return run(mask, tuple(args))
 
 
+def map_rules(rule, near, rows, costly: bool):
+    """A group's contact rules over its pairs (``lanes_vmap``; the caller masks the lanes
+    not ``near`` out). ``costly`` rules (after GJK/EPA, box-box) run on the ``near`` pairs
+    alone (``sparse_vmap``): per batch member where a group has more than a chunk of pairs
+    (a settled pile: 12 of 100 cylinder-box candidates; batch 256: 315 -> 104 ms), since
+    such a group often passes many (a pile's box-box: 73 of 190), where wide chunks cost less
+    than many narrow ones (batch 256: 107 ms per member, 236 ms grouped); a smaller group's
+    pairs gathered with those of other batch members (``compact_map``), since one member's
+    few pairs would fill no chunk. Cheap analytic rules gain nothing (plane-box 1.9 -> 2.9 ms,
+    humanoid's step 5% slower)."""
+    n = len(near)
+    if not costly:
+        return lanes_vmap(rule, n, *rows)
+    if n > CHUNK:
+        return sparse_vmap(rule, near, rows)
+    return sparse_vmap(rule, near, rows, n, grouped=True)
+
+
 def signed_distances(type1: int, type2: int, geoms, active, grouped: bool = True):
     """``signed_distance`` over n pairs (leading axis of ``geoms``' arrays), searching only
     the ``active`` ones (those passing the bounding-sphere test; the others get a finite,
     meaningless contact) and running EPA only on those that penetrate, in compacted chunks
     (``compact_map``); the contacts are rebuilt on every lane, differentiably."""
     n = active.shape[0]
-    if n <= CHUNK:  # one chunk or less: nothing to gain from gathering
-        return lanes_vmap(lambda *g: signed_distance(type1, type2, *g), n, *geoms)
     fixed = jax.tree.map(jax.lax.stop_gradient, geoms)
     dt = geoms[0].dtype
     zkeys = lambda k: jax.tree.map(  # noqa: E731
@@ -660,11 +671,12 @@ def signed_distances(type1: int, type2: int, geoms, active, grouped: bool = True
     mask0 = jp.zeros((n, 4), bool).at[:, 0].set(True)
     P, keys, mask, inside = compact_map(
         lambda skip, *g: _search_gjk(type1, type2, g, skip), active, fixed,
-        (jp.zeros((n, 4, 3), dt), zkeys(4), mask0, jp.zeros(n, bool)), grouped=grouped)
+        (jp.zeros((n, 4, 3), dt), zkeys(4), mask0, jp.zeros(n, bool)), min(CHUNK, n),
+        grouped)
     inside = inside & active
     tri = compact_map(
         lambda skip, g, P, k, m: _search_epa(type1, type2, g, P, k, m, skip), inside,
-        (fixed, P, keys, mask), zkeys(3), EPA_CHUNK, grouped=grouped)
+        (fixed, P, keys, mask), zkeys(3), min(EPA_CHUNK, n), grouped)
     return lanes_vmap(lambda g, k, m, i, t: _contact(type1, type2, g, k, m, i, t), n,
                       geoms, keys, mask, inside, tri)
 

@@ -384,13 +384,7 @@ def group_contacts(m: Model, d: Data, grp: PairGroup):
         rule, rows = (lambda sd, a, extra: fn.AFTER(*sd, *a, **extra)), (sd, args, extra)
     else:
         rule, rows = (lambda a: fn(*a)), (args,)
-    if len(near) > convex.CHUNK and (ccd is not None or grp.types == (_G.BOX, _G.BOX)):
-        # the costly contact rules only on the pairs that pass the culling test (a settled
-        # pile: 12 of 100 cylinder-box candidates; batch 256: 315 -> 104 ms); the cheap
-        # analytic ones gain nothing (plane-box 1.9 -> 2.9 ms, humanoid's step 5% slower)
-        out = convex.sparse_vmap(rule, near, rows)
-    else:
-        out = convex.lanes_vmap(rule, len(near), *rows)
+    out = convex.map_rules(rule, near, rows, ccd is not None or grp.types == (_G.BOX, _G.BOX))
     dist, pos, normal, tangent, valid = out
     valid = valid & near[:, None]
     n = fn.NCON

@@ -10,7 +10,14 @@ face found so far: most contacts are unconverged faces, not penetration depths.
   tolerance, run until its simplex holds the origin. 4.0's GJK has no tetrahedron walk
   (earlier sources' gjkIntersect): its next iterate is the origin's projection on the kept
   segment or triangle, its Frank-Wolfe stop is skipped on the first iteration and it also
-  stops where |x| stalls (``_gjk``, read from libmujoco 4.0).
+  stops where |x| stalls (``_gjk``, read from libmujoco 4.0). Its sub-distance steps are
+  4.0's too (``_line_weights``: the nearer end of a segment the origin projects past;
+  ``_tri_weights``: areas from the edge cross product, all three edges of a degenerate
+  triangle), and it starts from the centroid as mjc_center computes it (sum times 1/6):
+  with the earlier sources' S1D (always the second end) and a centroid divided by 6, long
+  distance-mode searches (an ellipsoid or cylinder within the margin) stopped elsewhere,
+  normals up to 7e-5 off MuJoCo's; zero-margin cylinders had 89 of 1881 contacts beyond
+  1e-4.
 * EPA: MuJoCo's polytope (faces with adjacency, a map of candidate faces whose squared
   distance lies between lower^2 and upper^2, the horizon found by a depth-first walk from the
   nearest face, new faces in horizon order), stopped on upper - lower < mjMINVAL, on a
@@ -109,11 +116,16 @@ def _plane_point(v1, v2, v3):
     r2 = n2 * _sdiv(nv2, nn2)[..., None]
     r3 = n3 * _sdiv(nv3, nn3)[..., None]
     r = where(ok1[..., None], r1, where(ok2[..., None], r2, r3))
-    none = (nn1 == 0) | (~ok1 & (nn2 == 0))
+    # 4.0's projectOriginPlane also gives up where the third normal vanishes
+    none = (nn1 == 0) | (~ok1 & (nn2 == 0)) | (~ok1 & ~ok2 & (nn3 == 0))
     return r, none
 
 
 def _line_weights(s1, s2):
+    """MuJoCo 4.0's S1D: the weights of the point of segment s1 s2 nearest the origin. Where
+    the origin's projection falls outside the segment, the nearer end: s1 past s1, s2 past s2
+    (read from libmujoco 4.0; earlier sources always took s2); s2 for a segment shorter than
+    1e-15 (|s2 - s1|^2 < 1e-30)."""
     diff = s2 - s1
     dd = dot3(diff, diff)
     p = s2 - rounded(_sdiv(dot3(s2, diff), dd) * diff)
@@ -121,10 +133,13 @@ def _line_weights(s1, s2):
     k = 2 - jp.argmax(ext[::-1])  # last axis of largest extent
     mu = s1[k] - s2[k]
     c1, c2 = p[k] - s2[k], s1[k] - p[k]
-    ok = _same(mu, c1) & _same(mu, c2) & (dd != 0)
+    long = ~(dd < 1e-30)
+    ok = _same(mu, c1) & _same(mu, c2) & long
+    first = _same(mu, c1) & ~_same(mu, c2) & long  # past s1
     one = jp.ones((), s1.dtype)
     zero = jp.zeros((), s1.dtype)
-    return jp.stack([where(ok, _sdiv(c1, mu), zero), where(ok, _sdiv(c2, mu), one)])
+    return jp.stack([where(ok, _sdiv(c1, mu), where(first, one, zero)),
+                     where(ok, _sdiv(c2, mu), where(first, zero, one))])
 
 
 def _minors(s1, s2, s3):
@@ -169,13 +184,32 @@ def _best_face(S, inside, sub):
 
 
 def _tri_weights(s1, s2, s3):
+    """MuJoCo 4.0's S2D (read from libmujoco 4.0): the origin's projection p on the
+    triangle's plane, then its signed areas with the edges on the plane of the normal's
+    largest component (the normal (s2 - s1) x (s3 - s1), the areas of the vertices' offsets
+    from p), divided by their sum. Outside, the nearest point of the edges whose sign test
+    failed (``_line_weights``); where the plane is degenerate, of all three edges."""
     p, none = _plane_point(s1, s2, s3)
-    big, c = _proj_areas(s1, s2, s3, p)
-    inside = _same(big, c)
-    full = _vdiv(c, where(big == 0, 1.0, big))
+    a, b = s2 - s1, s3 - s1
+    i0, i1 = np.array([1, 0, 0]), np.array([2, 2, 1])
+    left, right = rounded((a[i0] * b[i1], a[i1] * b[i0]))
+    m = left - right  # (n_x, -n_y, n_z)
+    mu = jp.abs(m)
+    sel0 = (mu[0] >= mu[1]) & (mu[0] >= mu[2])
+    sel1 = ~sel0 & (mu[1] >= mu[2])
+    cs = []
+    for u, v in ((1, 2), (0, 2), (0, 1)):
+        A = [(s[u] - p[u], s[v] - p[v]) for s in (s1, s2, s3)]
+        t = rounded((A[1][0] * A[2][1], A[2][0] * A[1][1], A[2][0] * A[0][1],
+                     A[0][0] * A[2][1], A[0][0] * A[1][1], A[1][0] * A[0][1]))
+        cs.append(jp.stack([t[0] - t[1], t[2] - t[3], t[4] - t[5]]))
+    big = where(sel0, m[0], where(sel1, m[1], m[2]))
+    c = where(sel0, cs[0], where(sel1, cs[1], cs[2]))
+    inside = _same(big, c) & ~none
+    det = (c[0] + c[1]) + c[2]
+    full = _vdiv(c, where(det == 0, 1.0, det))
     best = _best_face([s1, s2, s3], inside, _line_weights)
-    lw = jp.concatenate([_line_weights(s1, s2), jp.zeros(1, s1.dtype)])
-    return where(none, lw, where(jp.all(inside), full, best))
+    return where(jp.all(inside), full, best)
 
 
 def _tet_weights(s1, s2, s3, s4):
@@ -286,7 +320,9 @@ def smooth_core(kind, size, pos, mat, e):
         # top cap for a level or upward u
         r2 = rounded(u[0] * u[0]) + rounded(u[1] * u[1])
         big = r2 > MINVAL * MINVAL
-        scale = size[0] / jp.sqrt(where(big, r2, 1.0))
+        # the root ``rounded``: XLA would rewrite a / sqrt(b) as a * rsqrt(b), another
+        # rounding than mjc_cylinderSupport's division (1477 of 20000 directions)
+        scale = size[0] / rounded(jp.sqrt(where(big, r2, 1.0)))
         rim = where(big, u[:2] * scale, 0.0)
         loc = jp.concatenate([rim, where(u[2] >= 0, size[1], -size[1])[None]])
     return jp.stack([dot3(mat[0], loc), dot3(mat[1], loc), dot3(mat[2], loc)]) + pos
@@ -817,10 +853,11 @@ def prism_search(prism, pts, mat, local, box: bool, center2, nv_cap: int, nf_cap
 
 
 def _centroid(p6):
-    """The prism's centre, where MuJoCo starts GJK from: the sum divided by 6 (scaling it
-    by 1/6 instead matched 7 fewer cylinder contacts)."""
-    six = 0.0 * p6[0, 0] + 6.0  # not a constant: see _vdiv
-    return _vdiv(((((p6[0] + p6[1]) + p6[2]) + p6[3]) + p6[4]) + p6[5], six)
+    """The prism's centre, where MuJoCo starts GJK from: mjc_center's sum of the six vertices
+    times 1/6 (a product with the constant in libmujoco 4.0, not a division; the last bit
+    of the start decides where long distance-mode searches stop). The product is ``rounded``:
+    XLA would fuse it with the subtraction of the partner's centre into a multiply-add."""
+    return rounded((((((p6[0] + p6[1]) + p6[2]) + p6[3]) + p6[4]) + p6[5]) * (1.0 / 6.0))
 
 
 def distance_search(prism, pts, mat, local, box: bool, center2, cutoff, smooth=None):
