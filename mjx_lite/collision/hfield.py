@@ -21,8 +21,10 @@ its GJK distance: for an ellipsoid or cylinder the port's distance query on the 
 (``hfield_ccd.distance_search``: GJK stopped at ccd_tolerance, whose normal is up to ~1e-4 off
 the converged one), for a box or mesh the converged GJK/EPA of ``convex`` (equal to
 rounding: polytope GJK ends on its exact simplex). A sphere or capsule takes the grown
-smooth query where its core meets the bare prism and the converged query elsewhere (any
-margin), as MuJoCo reports those converged.
+smooth query where its core meets the bare prism and elsewhere MuJoCo's GJK distance query
+on its core (centre point, segment: discrete shapes for 4.0's GJK) minus the radius, at any
+margin: its witness points, not a converged pair, where a capsule lies parallel to a prism
+face (the nearest pair is not unique there).
 The margin is traced, so every query the partner can need runs, each on the prisms it
 serves, and the margin selects; a group whose compile-time margins (and gaps) are all zero is
 built with the zero-margin queries alone (``make_hfield(margined=False)``).
@@ -185,8 +187,8 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
         # the converged query first, where its result is used or picks the query
         if cored:
             # MuJoCo 4.0 measured: a sphere (capsule) whose centre (segment) misses the bare
-            # prism gets the exact distance of that core minus the radius (the converged
-            # query); one whose core is inside, the smooth query on the whole geom (grown by
+            # prism gets MuJoCo's GJK distance of that core minus the radius (below); one
+            # whose core is inside, the smooth query on the whole geom (grown by
             # half the margin with the prism). Testing the core against the prism grown by
             # half the margin instead matched fewer (9 against 0 of 1612 contacts off)
             half = jp.zeros((), dt) if type2 == _G.SPHERE else size2[1]
@@ -210,7 +212,31 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
                 lambda pv, f: hfield_ccd.distance_rebuild(pv, *partner, f, smooth=shape))(
                     prism, found)
             dist = where(near, dist, jp.inf)
-        elif cored or margined:
+        elif cored:
+            # MuJoCo 4.0's mjc_ccd (read from libmujoco 4.0): a sphere or capsule takes its
+            # core (mjc_pointSupport, mjc_lineSupport), discrete for its GJK, in the distance
+            # mode cut off at margin + radius; inflate then moves the witness points out by
+            # half the margin (prism) and half the margin plus the radius (core). Where the
+            # segment is parallel to a prism face the nearest pair is not unique and the
+            # contact is where GJK's final simplex weights put it (the converged distance:
+            # 154 of 1352 capsule contacts on the same plane but beyond 1e-4 in pos)
+            core = (hfield_ccd.CORE[type2], size2)
+            radius = size2[0]
+            found = convex.compact_map(
+                lambda skip, pv: hfield_ccd.distance_search(pv, *partner, margin + radius,
+                                                            smooth=core),
+                needed & ~known, (sg(prism),), hfield_ccd.distance_unsearched(needed.shape, dt),
+                grouped=False)
+            dist, normal, cpos, near = jax.vmap(
+                lambda pv, f: hfield_ccd.distance_rebuild(pv, *partner, f, smooth=core))(
+                    prism, found)
+            # a core within ccd_tolerance of the prism takes the smooth query (mjc_ccd's test;
+            # the same prisms as the segment test above on the sweep's states)
+            known = known | (near & (dist <= hfield_ccd.TOL))
+            # midway between x1 + (margin / 2) n and x2 - (margin / 2 + radius) n
+            cpos = cpos - (0.5 * radius) * normal
+            dist = where(near, dist - radius, jp.inf)
+        elif margined:
             dist, normal, cpos = convex.signed_distances(_G.MESH, type2, geoms,
                                                          needed & ~known, grouped=False)
         else:  # nothing left for the converged query

@@ -64,6 +64,10 @@ GJK_STEPS = KMAX + 1  # GJK iterations (one per step)
 SMOOTH = {GeomType.SPHERE: "sphere", GeomType.CAPSULE: "capsule",
           GeomType.ELLIPSOID: "ellipsoid", GeomType.CYLINDER: "cylinder"}
 SMOOTH_CAPS = (KMAX + 5, 320)
+# the cores MuJoCo 4.0's mjc_ccd swaps in for a sphere or capsule before its GJK distance query
+# (mjc_pointSupport, mjc_lineSupport; read from libmujoco 4.0): discrete shapes for its GJK
+# (Frank-Wolfe stop at x.(x - s) < 0, as for polytopes), the radius added back by inflate
+CORE = {GeomType.SPHERE: "point", GeomType.CAPSULE: "segment"}
 
 
 # ---- vector helpers in numpy's evaluation order
@@ -236,7 +240,9 @@ class Shapes:
     chosen. ``half``: None where no margin is given, else half the contact margin: MuJoCo 4.0
     then grows both shapes by it (the support points move along their directions, so the
     grown shapes' penetration is margin - dist) and, the shapes being no longer discrete,
-    stops GJK and EPA at ccd_tolerance as for smooth ones (``soft``).
+    stops GJK and EPA at ccd_tolerance as for smooth ones (``soft``). A sphere's or capsule's
+    core (``CORE``: "point", "segment") is discrete, as MuJoCo's GJK takes mjc_pointSupport and
+    mjc_lineSupport.
     ``first``: None, or (``SMOOTH`` name, size, centre, orientation) of a smooth geom 1 that takes
     the prism's place (``nativeccd``: a convex pair outside a height field, in world
     coordinates); its vertex id is always 0.
@@ -245,7 +251,8 @@ class Shapes:
     def __init__(self, prism, pts, mat, local, box, smooth=None, half=None, first=None):
         self.prism, self.pts, self.mat, self.local, self.box = prism, pts, mat, local, box
         self.smooth, self.half, self.first = smooth, half, first
-        self.soft = smooth is not None or half is not None or first is not None
+        core = smooth is not None and smooth[0] in CORE.values()
+        self.soft = (smooth is not None and not core) or half is not None or first is not None
         self.dtype = (prism if first is None else first[2]).dtype
 
     def smooth_point(self, e):
@@ -297,13 +304,19 @@ class Shapes:
 
 def smooth_core(kind, size, pos, mat, e):
     """Support point along the unit direction e of a sphere, capsule, ellipsoid or cylinder
-    of ``size`` at ``pos`` with orientation ``mat``."""
+    of ``size`` at ``pos`` with orientation ``mat``, or of a sphere's or capsule's core
+    ("point", "segment": ``CORE``)."""
     u = jp.stack([dot3(mat[:, 0], e), dot3(mat[:, 1], e), dot3(mat[:, 2], e)])
     # MuJoCo 4.0's support functions (mjc_capsuleSupport, mjc_ellipsoidSupport,
     # mjc_cylinderSupport) in their order of operations: axis-aligned poses tie on the
     # last bit
     if kind == "sphere":
         return pos + size[0] * e
+    if kind == "point":  # mjc_pointSupport: a sphere's core
+        return pos + 0.0 * e
+    if kind == "segment":  # mjc_lineSupport: a capsule's core, the upper end for a level or
+        # upward u
+        return pos + rounded(where(u[2] >= 0, size[1], -size[1]) * mat[:, 2])
     if kind == "capsule":  # the upper cap's centre for a level or upward u
         loc = u * size[0]
         loc = loc.at[2].add(where(u[2] >= 0, size[1], -size[1]))
