@@ -198,19 +198,24 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
         else:  # a group built without margins: every prism takes the zero-margin query
             known = jp.broadcast_to((margin == 0) | (not margined), needed.shape)
         sg = jax.lax.stop_gradient
+
+        def distance_query(shape, cutoff):
+            """hfield_ccd's GJK distance query of ``shape`` on the prisms not ``known``
+            (searched compacted, rebuilt on all): (dist, normal, pos, near)."""
+            found = convex.compact_map(
+                lambda skip, pv: hfield_ccd.distance_search(pv, *partner, cutoff,
+                                                            smooth=shape),
+                needed & ~known, (sg(prism),), hfield_ccd.distance_unsearched(needed.shape, dt),
+                grouped=False)
+            return jax.vmap(
+                lambda pv, f: hfield_ccd.distance_rebuild(pv, *partner, f, smooth=shape))(
+                    prism, found)
+
         if smooth and margined and not cored:
             # MuJoCo 4.0 measured: an ellipsoid or cylinder apart from the prism gets its
             # GJK distance query's contact, stopped at ccd_tolerance, not the converged one
             # (normals up to ~1e-4 apart)
-            shape = (hfield_ccd.SMOOTH[type2], size2)
-            found = convex.compact_map(
-                lambda skip, pv: hfield_ccd.distance_search(pv, *partner, margin,
-                                                            smooth=shape),
-                needed & ~known, (sg(prism),), hfield_ccd.distance_unsearched(needed.shape, dt),
-                grouped=False)
-            dist, normal, cpos, near = jax.vmap(
-                lambda pv, f: hfield_ccd.distance_rebuild(pv, *partner, f, smooth=shape))(
-                    prism, found)
+            dist, normal, cpos, near = distance_query((hfield_ccd.SMOOTH[type2], size2), margin)
             dist = where(near, dist, jp.inf)
         elif cored:
             # MuJoCo 4.0's mjc_ccd (read from libmujoco 4.0): a sphere or capsule takes its
@@ -220,16 +225,9 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
             # segment is parallel to a prism face the nearest pair is not unique and the
             # contact is where GJK's final simplex weights put it (the converged distance:
             # 154 of 1352 capsule contacts on the same plane but beyond 1e-4 in pos)
-            core = (hfield_ccd.CORE[type2], size2)
             radius = size2[0]
-            found = convex.compact_map(
-                lambda skip, pv: hfield_ccd.distance_search(pv, *partner, margin + radius,
-                                                            smooth=core),
-                needed & ~known, (sg(prism),), hfield_ccd.distance_unsearched(needed.shape, dt),
-                grouped=False)
-            dist, normal, cpos, near = jax.vmap(
-                lambda pv, f: hfield_ccd.distance_rebuild(pv, *partner, f, smooth=core))(
-                    prism, found)
+            dist, normal, cpos, near = distance_query((hfield_ccd.CORE[type2], size2),
+                                                      margin + radius)
             # a core within ccd_tolerance of the prism takes the smooth query (mjc_ccd's test;
             # the same prisms as the segment test above on the sweep's states)
             known = known | (near & (dist <= hfield_ccd.TOL))
