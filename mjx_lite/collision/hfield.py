@@ -228,8 +228,10 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
             radius = size2[0]
             dist, normal, cpos, near = distance_query((hfield_ccd.CORE[type2], size2),
                                                       margin + radius)
-            # a core within ccd_tolerance of the prism takes the smooth query (mjc_ccd's test;
-            # the same prisms as the segment test above on the sweep's states)
+            # a core within ccd_tolerance of the prism takes the smooth query (mjc_ccd's test).
+            # The segment test above is this test's shortcut, not a second rule: a core that
+            # meets the prism encloses the origin in GJK's simplex, whose distance is then 0,
+            # so those prisms skip the query (the sweep's states: the same prisms either way)
             known = known | (near & (dist <= hfield_ccd.TOL))
             # midway between x1 + (margin / 2) n and x2 - (margin / 2 + radius) n
             cpos = cpos - (0.5 * radius) * normal
