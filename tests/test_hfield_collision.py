@@ -357,7 +357,7 @@ def test_subdistance_is_mujoco_40():
 def test_hfield_margin_matches_mujoco(g2):
     """A partner with a margin (0.01 per geom), MuJoCo 4.0's rule: prisms apart from it by
     more than ccd_tolerance get the GJK distance (an ellipsoid's: MuJoCo's distance query,
-    ``hfield_ccd.distance_search``; a box's: converged); touching or penetrating
+    ``hfield_ccd.distance_search``, a box's the same query, discrete); touching or penetrating
     ones, the smooth-shape query (a box is no longer discrete) on both shapes grown by half
     the pair's margin, dist = margin - depth (normals up to ~1e-3 off the converged ones).
     Before this rule, in the margin acceptance table: ellipsoid 1177 of 1740 contacts off,
@@ -414,10 +414,12 @@ def test_hfield_margin_visits_cells_within_margin():
 def test_hfield_margin_acceptance():
     """Nonzero margin (0.01 per geom, 0.02 for the pair) on every partner, on the cells
     under the box grown by the margin. Box, mesh, ellipsoid and cylinder: MuJoCo 4.0's rule
-    (the converged distance where apart by more than ccd_tolerance, else the smooth-shape
+    (MuJoCo's GJK distance where apart by more than ccd_tolerance, else the smooth-shape
     query on both shapes grown by half the margin; before it 7, 28, 1177 and 737 contacts
-    were off); sphere and capsule: the grown query where the core meets the bare prism,
-    else the converged one (before: the converged one everywhere, sphere 7 off)."""
+    were off; with the converged distance for box and mesh in place of MuJoCo's GJK
+    distance, 56 box contacts on the same plane but another point); sphere and capsule: the
+    grown query where the core meets the bare prism, else MuJoCo's GJK distance of the core
+    (before: the converged one everywhere, sphere 7 off)."""
     header = ["height field as test_hfield_acceptance, margin 0.01 per geom (pair 0.02), 50",
               "poses per partner, the columns as there", ""]
     for w in _hfield_table(ACCEPTANCE_DIR / "collision_hfield_margin.txt", header, 0.01):

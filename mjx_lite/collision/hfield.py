@@ -17,10 +17,12 @@ prism.
 With a margin (measured against 4.0), a box, mesh, ellipsoid or cylinder partner that
 touches or penetrates a prism takes the port with the smooth-shape rules on both shapes
 grown by half the margin (dist = margin - depth); one apart by more than ccd_tolerance gets
-its GJK distance: for an ellipsoid or cylinder the port's distance query on the bare shapes
-(``hfield_ccd.distance_search``: GJK stopped at ccd_tolerance, whose normal is up to ~1e-4 off
-the converged one), for a box or mesh the converged GJK/EPA of ``convex`` (equal to
-rounding: polytope GJK ends on its exact simplex). A sphere or capsule takes the grown
+its GJK distance: the port's distance query on the bare shapes (``hfield_ccd.distance_search``,
+cut off at the margin; for an ellipsoid or cylinder GJK stopped at ccd_tolerance, whose
+normal is up to ~1e-4 off the converged one; for a box or mesh discrete, whose witness
+points, not a converged pair, give the contact's position where a box or mesh face lies
+parallel to a prism face: with the converged query, 56 box contacts of the margin table
+were on the same plane but beyond 1e-4 in pos). A sphere or capsule takes the grown
 smooth query where its core meets the bare prism and elsewhere MuJoCo's GJK distance query
 on its core (centre point, segment: discrete shapes for 4.0's GJK) minus the radius, at any
 margin: its witness points, not a converged pair, where a capsule lies parallel to a prism
@@ -168,8 +170,6 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
         live2 = jp.repeat(live, 2)
         # MuJoCo's prism height test: a prism whose top is below the geom is skipped
         high = jp.max(tri[:, :, 2], -1) >= lo[2]
-        eye = jp.eye(3, dtype=dt)
-        zero = jp.zeros(3, dt)
 
         if poly:
             box = type2 == _G.BOX
@@ -179,11 +179,6 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
         elif smooth:
             partner = (jp.zeros((1, 3), dt), mat, None, False, p)
         needed = live2 & high
-        nprism = prism.shape[0]
-        each = lambda x: None if x is None else jp.broadcast_to(  # noqa: E731
-            x, (nprism,) + x.shape)
-        geoms = (each(zero), each(eye), each(zero), prism, each(p), each(mat), each(size2),
-                 each(verts2))
         # the converged query first, where its result is used or picks the query
         if cored:
             # MuJoCo 4.0 measured: a sphere (capsule) whose centre (segment) misses the bare
@@ -237,8 +232,13 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
             cpos = cpos - (0.5 * radius) * normal
             dist = where(near, dist - radius, jp.inf)
         elif margined:
-            dist, normal, cpos = convex.signed_distances(_G.MESH, type2, geoms,
-                                                         needed & ~known, grouped=False)
+            # a box or mesh: MuJoCo 4.0's GJK distance query on the bare shapes (discrete for
+            # its GJK), cut off at the margin; inflate moves both witness points by half the
+            # margin, so the contact is midway between GJK's own witness points. Where a box
+            # face lies parallel to a prism face the nearest pair is not unique and the
+            # converged query's pair is another point of that face
+            dist, normal, cpos, near = distance_query(None, margin)
+            dist = where(near, dist, jp.inf)
         else:  # nothing left for the converged query
             dist, normal, cpos = (jp.full(needed.shape, jp.inf, dt),
                                   jp.zeros(needed.shape + (3,), dt),
