@@ -482,20 +482,35 @@ def cylinder_multicontact(mjm, d, epa, margin: float = 0.0, through=None, gen=No
         if through is None and gen is not None:
             at1 = gen[0] if t1 == _CYLINDER else None
             at2 = gen[1] if t2 == _CYLINDER else None
-        if not touch1 and F2:
-            kind, E, F = "e1", _edges(t1, *g1, n, x1, False, at1), F2
+        def e1():
+            return "e1", _edges(t1, *g1, n, x1, False, at1), F2
+
+        def e2():
+            return "e2", (_mesh_edges(mesh2, -n, False, feature) if t2 == _MESH else
+                          _edges(t2, *g2, -n, x2, t1 == _CYLINDER and t2 in (_BOX, _CYLINDER),
+                                 at2)), F1
+
+        # 4.0 orders the two by its features' dimensions: a cylinder's feature (cap ids) is
+        # never a face, so its generator goes against geom 2's face even where its cap
+        # touches, geom 2's edge on geom 1's face where that finds nothing
+        if t1 == _CYLINDER:
+            tries = ([e1] if F2 else []) + ([e2] if not touch2 and F1 else [])
+        elif not touch1 and F2:
+            tries = [e1]
         elif not touch2 and F1:
-            E = (_mesh_edges(mesh2, -n, False, feature) if t2 == _MESH else
-                 _edges(t2, *g2, -n, x2, t1 == _CYLINDER and t2 in (_BOX, _CYLINDER), at2))
-            kind, F = "e2", F1
+            tries = [e2]
         else:
-            return single, info
+            tries = []
         hit = None
-        for nf, f in F:
-            fits = [(abs((b - a) @ nf) / np.linalg.norm(b - a), a, b) for a, b in E]
-            fits = [x for x in fits if x[0] < CYL_EDGE_TOL]
-            if fits:  # the first in MuJoCo's order, not the most parallel
-                hit = (nf, f, *fits[0][1:])
+        for attempt in tries:
+            kind, E, F = attempt()
+            for nf, f in F:
+                fits = [(abs((b - a) @ nf) / np.linalg.norm(b - a), a, b) for a, b in E]
+                fits = [x for x in fits if x[0] < CYL_EDGE_TOL]
+                if fits:  # the first in MuJoCo's order, not the most parallel
+                    hit = (nf, f, *fits[0][1:])
+                    break
+            if hit is not None:
                 break
         if hit is None:
             return single, info

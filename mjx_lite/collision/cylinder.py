@@ -10,9 +10,10 @@ offers candidate faces and edges:
 
 * a cylinder: its cap facing the contact as a regular 16-gon (corners at radius r and
   multiples of 22.5 degrees from the local x axis), none when it touches with its side
-  (``|axis . n| < SIDE_EPS``); its generator to the other cap at the azimuth of EPA's
-  nearest face's first vertex on the cylinder (where ``nativeccd`` searched; measured), else
-  from the rim point supporting it along ``n``;
+  (``|axis . n| < SIDE_EPS``); its generator to the other cap at the azimuth of the first
+  vertex on the cylinder of EPA's nearest face, or of GJK's final simplex where the geoms
+  are apart within the margin (``nativeccd``; 4.0 reads both from its search), else from
+  the rim point supporting it along ``n``;
 * a capsule: no face; the generator through its witness point;
 * a box or mesh: the face it touches with (normal within ``FACE_TOL`` of ``n``; of coplanar
   mesh polygons the one holding the witness), else its faces facing ``n`` (a mesh's at its
@@ -27,9 +28,12 @@ In order:
    ``x2 = x1 - dist n2``, frame normal ``-n2``; more than 4 points keep the quadrilateral of
    MuJoCo's greedy maximal-area search (``multiccd.polygon_quad``);
 2. edge-face: geom1's edge against geom2's face unless geom1 touches with a face, else
-   geom2's edge against geom1's face unless geom2 touches with a face; the edge must lie in
-   the face within ``EDGE_TOL`` (``|u . n_face| < 0.0888``); it is clipped by the face's side
-   planes, each end scored by its height above the face, ends above the margin dropped;
+   geom2's edge against geom1's face unless geom2 touches with a face (a cylinder geom1:
+   its generator first even where its cap touches, then geom2's edge: 4.0 orders the two
+   by its features' dimensions, and a cylinder's, its caps' ids, is never a face); the
+   edge must lie in the face within ``EDGE_TOL`` (``|u . n_face| < 0.0888``); it is clipped
+   by the face's side planes, each end scored by its height above the face, ends above the
+   margin dropped;
    frame normal the face's normal pointing from geom1 to geom2. A box edge or a cylinder
    generator against a cylinder cap (geom2's edge on geom1's cap) counts only when its two
    ends are at the same depth (within ``EXACT_EDGE``: MuJoCo's EPA feature is then an edge,
@@ -371,10 +375,20 @@ def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2
                      type1 == _G.CYLINDER and type2 in (_G.BOX, _G.CYLINDER), t2, feature2)
     ok1, E1, G2, gc2, gn2 = _edge_face(e1, ev1, face2, cnt2, nrm2, fv2)
     ok2, E2, G1, gc1, gn1 = _edge_face(e2, ev2, face1, cnt1, nrm1, fv1)
-    try1 = ~touch1 & jp.any(fv2)
-    try2 = ~try1 & ~touch2 & jp.any(fv1)
-    use1 = try1 & ok1
-    use2 = try2 & ok2
+    if type1 == _G.CYLINDER:
+        # 4.0 (mjc_multicontact, read from libmujoco) orders the two by the dimension of
+        # each geom's feature (the distinct vertex ids of EPA's nearest face or GJK's
+        # simplex): a cylinder's ids are its caps', so its feature is never a face and its
+        # generator is tried against geom 2's face even where its cap touches, geom 2's
+        # edge on geom 1's face where that finds nothing
+        try1 = jp.any(fv2)
+        use1 = try1 & ok1
+        use2 = ~use1 & ~touch2 & jp.any(fv1) & ok2
+    else:
+        try1 = ~touch1 & jp.any(fv2)
+        try2 = ~try1 & ~touch2 & jp.any(fv1)
+        use1 = try1 & ok1
+        use2 = try2 & ok2
     kf = max(k1, k2)
     G = where(use1, multiccd._pad(G2, kf), multiccd._pad(G1, kf))
     gc = where(use1, gc2, gc1)

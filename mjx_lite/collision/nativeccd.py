@@ -95,11 +95,17 @@ def distance_search(type1: int, type2: int, geoms, margin):
 
 def distance_rebuild(type1: int, type2: int, geoms, found):
     """The contact (dist, normal, pos, ok) of ``distance_search``'s simplex on the traced
-    geoms: a core's witness moved out by its radius."""
-    d, n, p, ok = hfield_ccd.distance_contact(_shapes(type1, type2, _cored(type1, geoms), None),
-                                              found)
+    geoms: a core's witness moved out by its radius; and the simplex's first vertex on each
+    geom (bare shapes) with its three geom-2 vertex ids, padded with the first where the
+    simplex has fewer points, as 4.0's multi-contact reads GJK's simplex (``rebuild``)."""
+    sh = _shapes(type1, type2, _cored(type1, geoms), None)
+    d, n, p, ok = hfield_ccd.distance_contact(sh, found)
     r1 = convex.core_radius(type1, geoms[2])
-    return d - r1, n, p + (0.5 * r1) * n, ok
+    _, ns, ia, ib, dv, _ = found
+    dv0 = jax.lax.stop_gradient(dv[0])
+    first = (sh.prism_point(dv0, ia[0]), sh.partner_point(dv0, ib[0]))
+    ids2 = jp.stack([ib[0], where(ns >= 2, ib[1], ib[0]), where(ns > 2, ib[2], ib[0])])
+    return (d - r1, n, p + (0.5 * r1) * n, ok), first, ids2
 
 
 def rebuild(type1: int, type2: int, geoms, margin, found):
@@ -148,11 +154,17 @@ def refine(type1: int, type2: int, geoms, margin, contact, active, margined: boo
         found = convex.compact_map(
             lambda skip, g, mg: distance_search(type1, type2, g, mg), apart, (geoms, margin),
             hfield_ccd.distance_unsearched((n,), dt), convex.EPA_CHUNK)
-        gd, gn, gp, near = convex.lanes_vmap(
+        (gd, gn, gp, near), (d1, d2), dids = convex.lanes_vmap(
             lambda g, f: distance_rebuild(type1, type2, g, f), n, geoms, found)
         sep = apart & near
         contact = (where(sep, gd, contact[0]), where(sep[:, None], gn, contact[1]),
                    where(sep[:, None], gp, contact[2]))
+        # 4.0's multi-contact reads the feature of GJK's final simplex there as it reads
+        # EPA's nearest face (a cylinder's generator at its first vertex's azimuth)
+        gen1 = where(sep[:, None], d1, gen1)
+        gen2 = where(sep[:, None], d2, gen2)
+        ids2 = where(sep[:, None], dids, ids2)
+        take = take | sep
     return contact, (gen1, gen2, take, ids2)
 
 
