@@ -47,6 +47,34 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
+# The CI tier's slowest files, seconds summed from --durations of a contended 2-core run
+# (2026-12-04; only their order matters). pytest-xdist's ``--dist loadfile`` queues whole
+# files, by default those with the most tests first: files of a few long compiles
+# (test_rollout, test_smoothing) then started last, and one worker ran them alone while the
+# other idled (the 89% -> 100% of a 31-min CI run took 10 min). Longest first instead, so the
+# tail is the shortest files'.
+FILE_SECONDS = {
+    "test_solver.py": 987, "test_constraint.py": 672, "test_cli.py": 517, "test_grad.py": 503,
+    "test_rollout.py": 450, "test_cylinder_multiccd.py": 356, "test_hfield_collision.py": 329,
+    "test_collision.py": 312, "test_convex.py": 300, "test_island.py": 289,
+    "test_smooth.py": 276, "test_envs.py": 209, "test_forward.py": 207,
+    "test_smoothing.py": 170, "test_tendon.py": 156, "test_viewer.py": 80,
+    "test_actuator.py": 74, "test_sensor.py": 72, "test_compile_elements.py": 70,
+    "test_ray.py": 57, "test_interop.py": 55, "test_linalg.py": 49, "test_package.py": 46,
+}
+
+
+def pytest_configure(config):
+    # xdist's default file order (most tests first) would undo the order set below
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config, items):
+    """Longest files first (``FILE_SECONDS``); a stable sort keeps each file's own order."""
+    items.sort(key=lambda item: -FILE_SECONDS.get(item.path.name, 0))
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _release_compiled_programs():
     """Drop JAX's compiled programs and traces after each test file. A worker of the CI tier
