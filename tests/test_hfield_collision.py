@@ -442,6 +442,21 @@ def test_hfield_grad_finite(g2):
     tc.check_grad_finite(f"hfield_{g2}", mjm, extra, base_states=False)
 
 
+@pytest.mark.acceptance  # ~2 min of compile
+def test_hfield_margin_grad_finite():
+    """Finite gradients with a margin (0.01 per geom): a box touching, sunk, apart within the
+    margin (MuJoCo's GJK distance query on the bare shapes) and with its center below the
+    surface."""
+    mjm = hfield_model("box", margin=0.01)
+    extra = []
+    for h in (0.0, -0.01, 0.005, 0.015):
+        q = mjm.qpos0.copy()
+        q[:3] = [0.3, -0.2, 0.3 + mjm.geom_size[1][2] + h]
+        extra.append(q)
+    extra.append(np.array([0.3, -0.2, 0.3, 1.0, 0, 0, 0]))
+    tc.check_grad_finite("hfield_box_margin", mjm, extra, base_states=False)
+
+
 # ---- MuJoCo 4.0's discrete query for box and mesh partners (mjx_lite.collision.hfield_ccd)
 
 
