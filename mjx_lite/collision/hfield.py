@@ -179,7 +179,7 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
         elif smooth:
             partner = (jp.zeros((1, 3), dt), mat, None, False, p)
         needed = live2 & high
-        # the converged query first, where its result is used or picks the query
+        # the distance query first, where its result is used or picks the query
         if cored:
             # MuJoCo 4.0 measured: a sphere (capsule) whose centre (segment) misses the bare
             # prism gets MuJoCo's GJK distance of that core minus the radius (below); one
@@ -206,13 +206,7 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
                 lambda pv, f: hfield_ccd.distance_rebuild(pv, *partner, f, smooth=shape))(
                     prism, found)
 
-        if smooth and margined and not cored:
-            # MuJoCo 4.0 measured: an ellipsoid or cylinder apart from the prism gets its
-            # GJK distance query's contact, stopped at ccd_tolerance, not the converged one
-            # (normals up to ~1e-4 apart)
-            dist, normal, cpos, near = distance_query((hfield_ccd.SMOOTH[type2], size2), margin)
-            dist = where(near, dist, jp.inf)
-        elif cored:
+        if cored:
             # MuJoCo 4.0's mjc_ccd (read from libmujoco 4.0): a sphere or capsule takes its
             # core (mjc_pointSupport, mjc_lineSupport), discrete for its GJK, in the distance
             # mode cut off at margin + radius; inflate then moves the witness points out by
@@ -232,14 +226,16 @@ def make_hfield(type2: int, nwin: tuple[int, int], margined: bool = True):
             cpos = cpos - (0.5 * radius) * normal
             dist = where(near, dist - radius, jp.inf)
         elif margined:
-            # a box or mesh: MuJoCo 4.0's GJK distance query on the bare shapes (discrete for
-            # its GJK), cut off at the margin; inflate moves both witness points by half the
-            # margin, so the contact is midway between GJK's own witness points. Where a box
-            # face lies parallel to a prism face the nearest pair is not unique and the
-            # converged query's pair is another point of that face
-            dist, normal, cpos, near = distance_query(None, margin)
+            # MuJoCo 4.0's GJK distance query on the bare shapes, cut off at the margin, not
+            # the converged distance: an ellipsoid or cylinder stopped at ccd_tolerance
+            # (normals up to ~1e-4 apart), a box or mesh discrete for its GJK, where inflate
+            # moves both witness points by half the margin, so the contact is midway between
+            # GJK's own witness points (where a box face lies parallel to a prism face the
+            # nearest pair is not unique and the converged pair is another point of it)
+            shape = (hfield_ccd.SMOOTH[type2], size2) if smooth else None
+            dist, normal, cpos, near = distance_query(shape, margin)
             dist = where(near, dist, jp.inf)
-        else:  # nothing left for the converged query
+        else:  # zero margin: every prism takes the query below
             dist, normal, cpos = (jp.full(needed.shape, jp.inf, dt),
                                   jp.zeros(needed.shape + (3,), dt),
                                   jp.zeros(needed.shape + (3,), dt))
