@@ -25,7 +25,7 @@ from jax.ad_checkpoint import checkpoint_name
 
 from mjx_lite import math, smooth, tree
 from mjx_lite.math import where
-from mjx_lite.types import ConeType, Data, DisableBit, EqType, JointType, Model, ObjType
+from mjx_lite.types import ConeType, Data, DisableBit, EnableBit, EqType, JointType, Model, ObjType
 
 # mjtConstraint and mjtConstraintState values.
 EQUALITY, FRICTION_DOF, FRICTION_TENDON, LIMIT_JOINT, LIMIT_TENDON = 0, 1, 2, 3, 4
@@ -549,8 +549,15 @@ def make_constraint(m: Model, d: Data, contact=None) -> Data:
     reffr = _safe_solref(m, rows["reffr"], jp.zeros(2, dtype))
     solimp = _clamp_solimp(rows["solimp"])
     imp = impedance(solimp, rows["imp_x"])
+    diag = rows["diag"]
+    if m.opt.enableflags & EnableBit.DIAGEXACT:
+        # MuJoCo 4.0's diagexact (not in the seeds; measured on 4.0: efc_diagA / (J M^-1 J')_ii
+        # is 1 on equality, friction and limit rows, and a contact's rows follow its first
+        # row's exact value through the usual friction scaling, as they follow the bodies'
+        # inverse weights without the flag)
+        diag = jp.sum(rows["J"] * smooth.solve_m(m, d, rows["J"].T).T, -1)
     # friction-loss rows sit at zero violation: d = d0 (Modeling, "Friction")
-    r = jp.maximum(MINVAL, (1 - imp) * rows["diag"] / imp)
+    r = jp.maximum(MINVAL, (1 - imp) * diag / imp)
     if p.nc:
         r = r.at[ncnt:].set(_contact_r(m, p, con, r[ncnt:]))
     # elliptic friction rows use solreffriction when it is set

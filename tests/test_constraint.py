@@ -164,6 +164,20 @@ def test_contact_rows(cone):
     assert_close("contact.mu", np.asarray(d.contact.mu)[:n][fr], mjd.contact.mu[fr], ROW_RTOL)
 
 
+@pytest.mark.parametrize("xml,cone", [(EQ_XML, 0), (CONTACT_XML, 0), (CONTACT_XML, 1)])
+def test_diagexact_rows(xml, cone):
+    """4.0's diagexact flag: every row's regularizer from (J M^-1 J')_ii, a contact's rows
+    from its first row's (efc_R, efc_D, efc_diagA within ROW_RTOL of MuJoCo's)."""
+    opt = {"cone": cone, "enableflags": int(mujoco.mjtEnableBit.mjENBL_DIAGEXACT)}
+    mjm, mjd, m, d = setup(xml, seed=1, qpos_noise=0.4 if xml is EQ_XML else 0.0,
+                           qvel_noise=0.3, opt=opt)
+    plain = setup(xml, seed=1, qpos_noise=0.4 if xml is EQ_XML else 0.0, qvel_noise=0.3,
+                  opt={"cone": cone})[1]
+    # the flag changes MuJoCo's rows here, so the comparison below tests it
+    assert np.abs(mjd.efc_R - plain.efc_R).max() > 1e-3 * np.abs(plain.efc_R).max()
+    compare_rows(mjm, mjd, d)
+
+
 def test_row_budget_static():
     mjm, mjd, m, d = setup(EQ_XML, qpos_noise=0.4)
     nslot = d.contact.dist.shape[0]

@@ -48,12 +48,8 @@ _INTEGRATORS = {"euler": IntegratorType.EULER, "rk4": IntegratorType.RK4,
 _SOLVERS = {"pgs": SolverType.PGS, "cg": SolverType.CG, "newton": SolverType.NEWTON}
 
 
-# fwdinv: mjData.solver_fwdinv (the forward/inverse discrepancy norms) is not computed;
-# diagexact (4.0, not in the seeds): efc_diagA from J M^-1 J' instead of the bodies'
-# inverse weights, measured on 4.0 to differ from the plain diagonal on contact rows (their
-# friction rows take the normal row's value), a rule not worked out here
-_UNSUPPORTED_ENABLE = (EnableBit.SLEEP | EnableBit.IPC | EnableBit.SPECULATIVE
-                       | EnableBit.FWDINV | EnableBit.DIAGEXACT)
+# fwdinv: mjData.solver_fwdinv (the forward/inverse discrepancy norms) is not computed
+_UNSUPPORTED_ENABLE = EnableBit.SLEEP | EnableBit.IPC | EnableBit.SPECULATIVE | EnableBit.FWDINV
 # geom types whose contacts may go through GJK/EPA (collision.nativeccd, hfield_ccd, convex):
 # the pairs that opt.ccd_iterations, opt.ccd_tolerance and the nativeccd flag act on
 _CCD_TYPES = (GeomType.ELLIPSOID, GeomType.CYLINDER, GeomType.MESH, GeomType.HFIELD)
