@@ -85,3 +85,19 @@ def test_pickle_and_flatten_roundtrip():
         assert jax.tree_util.tree_structure(other) == treedef
         for a, b in zip(jax.tree_util.tree_leaves(other), leaves):
             np.testing.assert_array_equal(a, b)
+
+
+def test_body_simple_attribute():
+    """<body simple="false"> opts a body out of body_simple (4.0); the whole model matches."""
+    xml = """<mujoco><worldbody>
+      <body name="a" pos="0 0 1"><freejoint/><geom size=".1"/>
+        <body name="b" simple="false" pos="0 0 .2"><geom size=".1"/></body></body>
+      <body name="c" pos="1 0 0" simple="false"><geom size=".1"/></body>
+      <body name="d" pos="2 0 0" simple="auto"><geom size=".1"/></body>
+    </worldbody></mujoco>"""
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    m = mjx_lite.load_model_from_string(xml)
+    np.testing.assert_array_equal(np.asarray(m.body_simple), mjm.body_simple)
+    assert list(mjm.body_simple) == [1, 0, 0, 0, 1]
+    bad = failures(compare_model(m, mjm))
+    assert not bad, "\n".join(bad)

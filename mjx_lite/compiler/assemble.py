@@ -435,8 +435,10 @@ def _simple(tb, f: dict, sameframe: np.ndarray) -> np.ndarray:
         jtypes = [tb.jnt[j]["type"] for j in tb.body_joints[b]]
         rotational = sum(t in (JointType.HINGE, JointType.BALL) for t in jtypes)
         # Two rotational joints couple through the configuration, whatever M is at qpos0.
+        # <body simple="false"> opts out (measured on 4.0: body_simple 0)
+        opted_out = tb.body["el"][b].get("simple") == "false"
         if parent[b] == 0 and not has_children[b] and sameframe[b] == SameFrame.BODY and \
-                rotational <= 1 and _diagonal_block(tb, f, b):
+                rotational <= 1 and not opted_out and _diagonal_block(tb, f, b):
             simple[b] = 2 if jtypes and all(t == JointType.SLIDE for t in jtypes) else 1
     return simple
 
