@@ -352,7 +352,8 @@ def _mesh_faces(mesh, nout, witness, feature=None):
     """A mesh's candidate polygons: those of its contact feature (``feature``: the distinct
     mesh vertex ids of EPA's nearest face; an edge's two polygons, a face's one), at a vertex
     (or unknown) those at its vertex supporting it along nout; touching with a face, that
-    face (of coplanar polygons, the one holding the witness point)."""
+    face (of coplanar polygons, where the feature is unknown, the one holding the witness
+    point; a known feature keeps them all, the face-face choice takes the most opposed)."""
     world, polys = mesh
     top = int(np.argmax(world @ nout))
     if feature is not None and len(feature) > 1:
@@ -365,6 +366,10 @@ def _mesh_faces(mesh, nout, witness, feature=None):
     if not touch:
         return [(nrm, f) for nrm, f in near if nrm @ nout > CYL_EDGE_TOL], touch
     flat = [(nrm, f) for nrm, f in near if nrm @ nout >= CYL_FACE_TOL]
+    if feature is not None:
+        # a known feature offers all its polygons: 4.0 takes the most opposed face pair
+        # (first in polygon order; read from libmujoco 4.0's mjc_multicontact)
+        return flat, touch
     return [x for x in flat if _holds(x[1], x[0], witness)] or flat, touch
 
 

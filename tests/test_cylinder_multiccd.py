@@ -383,6 +383,24 @@ def test_margin_matches_mujoco():
     assert s["multi"] >= 4 and s["exact_multi"] >= 3, s
 
 
+def test_split_mesh_face_takes_most_opposed_polygon():
+    """A cylinder standing on a dodecahedron pentagon that the hull split into a triangle and
+    a quadrilateral (coplanar; their float normals differ by ~1e-7), at a mesh vertex feature
+    of MuJoCo's search: 4.0 takes the polygon most opposed to the cap (read from libmujoco
+    4.0's mjc_multicontact), not the one holding the witness point, which put these two
+    acceptance states (seed 2, margin 0.01) on the other half: another clipped polygon, 3
+    contacts for MuJoCo's 4 and 4 for its 3."""
+    name = "cylinder_mesh"
+    mjm = pair_model(name, 0.01)
+    rng = np.random.default_rng(2)
+    states = tc.random_states(mjm, rng, 100) + face_states(name, rng, 100)
+    xpos, xmat, theirs = _mujoco_states(mjm, [states[104], states[182]])
+    _, (cd, cp, cn, cv) = _collide_states(name, mjm, xpos, xmat, 0.02)
+    for k, t in enumerate(theirs):
+        ours = [(float(cd[k, j]), cp[k, j], cn[k, j]) for j in range(cd.shape[1]) if cv[k, j]]
+        assert len(t) == 4 - k and _match(ours, t) < TOL, (k, len(ours), len(t))
+
+
 def test_polygon_quad_matches_reference():
     """The fixed-step quadrilateral search gives the reference's corners on random convex
     polygons (near-regular ones included) within its step budget."""

@@ -16,8 +16,9 @@ offers candidate faces and edges:
   the rim point supporting it along ``n``;
 * a capsule: no face; the generator through its witness point;
 * a box or mesh: the face it touches with (normal within ``FACE_TOL`` of ``n``; of coplanar
-  mesh polygons the one holding the witness), else its faces facing ``n`` (a mesh's at its
-  supporting vertex); the edges at its supporting vertex.
+  mesh polygons, where MuJoCo's feature is unknown, the one holding the witness), else its
+  faces facing ``n`` (a mesh's at its supporting vertex); the edges at its supporting
+  vertex.
 
 In order:
 
@@ -213,14 +214,22 @@ def _faces(gtype, pos, mat, size, verts, table, nout, witness, feature=None):
                 jp.zeros((), bool))
     cosn = normal @ nout
     touch = jp.max(where(count > 0, cosn, -2.0)) >= FACE_TOL
-    # touching with a face, MuJoCo's feature is that face alone: of coplanar polygons (a
-    # mesh face the hull split), the one holding the witness point
     flat = (count > 0) & (cosn >= FACE_TOL)
     if gtype == _G.MESH:
+        # coplanar polygons (a mesh face the hull split) where MuJoCo's contact feature is
+        # unknown (its search not taken): the one holding the witness point, the face
+        # MuJoCo's feature would be. A known feature offers all its polygons: 4.0's
+        # mjc_multicontact takes, of the feature's polygon normals (meshNormals: at a
+        # vertex every polygon of mesh_polymap), the face pair most opposed (n1 . n2 least,
+        # strictly, in polygon order; read from libmujoco 4.0), and the split halves'
+        # float normals differ by ~1e-7: _face_face's argmax does the same. The witness
+        # rule there put 2 of 162 cylinder-mesh states at margin 0.01 on the other half
+        # (another clipped polygon, another count)
         side, kmask = jax.vmap(multiccd._side_planes)(face, count, normal)
         out = jp.sum((witness[None, None] - face) * side, -1) > 1e-9
         holds = flat & ~jp.any(out & kmask, axis=1)
-        flat = where(jp.any(holds), holds, flat)
+        unknown = jp.ones((), bool) if feature is None else ~feature[1]
+        flat = where(unknown & jp.any(holds), holds, flat)
     valid = where(touch, flat, (count > 0) & (cosn > EDGE_TOL))
     return face, count, normal, valid, touch
 
