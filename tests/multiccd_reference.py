@@ -206,8 +206,11 @@ def multicontact(mjm, d, n: np.ndarray, margin: float = 0.0):
 #   -n2 (geom2's face), not the EPA normal (a box tilted 2 degrees on a cap gets contacts
 #   along the box face's normal). More than 4 points: MuJoCo's greedy quadrilateral search
 #   (``quad``), which on symmetric polygons (a cylinder standing fully on a face) picks among
-#   equal areas by rounding: 3 of 9 upright poses kept MuJoCo's corners, so there only
-#   "corners of the same clipped polygon" is checked.
+#   (mathematically) equal areas by rounding, so the corners, the clipping and the area follow
+#   MuJoCo's arithmetic to the last bit (read from libmujoco 4.0: its 16-gon's cosines and
+#   sines are 15-digit constants, its side planes normalized, no fused multiply-adds;
+#   ``cap_polygon``, ``clip_ff``, ``quad``): with numpy's cosines and our earlier clipping 3
+#   of 9 upright poses kept MuJoCo's corners, now the acceptance sweep's 19 such states do.
 # * edge-face: an edge lies in a face when |u . n_face| < EDGE_TOL = 0.0888 (a capsule
 #   tilted on a cap: 2 contacts up to sin(tilt) = 0.08880, for radii .01-.03 and lengths
 #   .1-.2). geom1's edge is tried when geom1 does not touch with a face (its candidate face
@@ -239,7 +242,6 @@ CYL_FACE_TOL = 0.996
 CYL_EDGE_TOL = 0.0888
 SIDE_EPS = 1e-3
 EXACT_EDGE = 1e-6
-_ANG = np.arange(16) * np.pi / 8
 BOX_FACES_C = [[(1, 1, 1), (1, 1, -1), (1, -1, -1), (1, -1, 1)],
                [(-1, 1, -1), (-1, 1, 1), (-1, -1, 1), (-1, -1, -1)],
                [(-1, 1, -1), (1, 1, -1), (1, 1, 1), (-1, 1, 1)],
@@ -250,18 +252,73 @@ _CAPSULE, _CYLINDER, _BOX, _MESH = (mujoco.mjtGeom.mjGEOM_CAPSULE, mujoco.mjtGeo
                                     mujoco.mjtGeom.mjGEOM_BOX, mujoco.mjtGeom.mjGEOM_MESH)
 
 
+# MuJoCo 4.0's cosines and sines of the 16-gon (read from libmujoco 4.0): 15 significant
+# digits (cos 22.5 degrees 2 ulps off), the two roots of 1/2 rounded apart
+_C1, _C2, _C3, _C2L = 0.923879532511287, 0.707106781186548, 0.38268343236509, 0.707106781186547
+NGON_COS = [1.0, _C1, _C2, _C3, 0.0, -_C3, -_C2L, -_C1, -1.0, -_C1, -_C2, -_C3, 0.0, _C3, _C2L,
+            _C1]
+NGON_SIN = [0.0, _C3, _C2L, _C1, 1.0, _C1, _C2, _C3, 0.0, -_C3, -_C2L, -_C1, -1.0, -_C1, -_C2,
+            -_C3]
+
+
+def _dot(a, b) -> float:
+    """a . b as MuJoCo sums it: (x + y) + z, in float64 scalars (no fused multiply-add)."""
+    return (a[0] * b[0] + a[1] * b[1]) + a[2] * b[2]
+
+
+def _cross3(a, b) -> np.ndarray:
+    return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2],
+                     a[0] * b[1] - a[1] * b[0]])
+
+
+def _to_world(mat, loc, pos) -> np.ndarray:
+    """mat @ loc + pos as MuJoCo computes a cap's and a box face's corners: ((m_i0 x + m_i1 y)
+    + m_i2 z) + pos_i."""
+    return np.array([_dot(mat[i], loc) + pos[i] for i in range(3)])
+
+
 def cap_polygon(pos, mat, size, top: bool):
-    """(corners (16, 3), outward normal) of a cylinder cap, MuJoCo's 16-gon."""
+    """(corners (16, 3), outward normal) of a cylinder cap, MuJoCo's 16-gon: local corner k
+    (r cos_k, s (r (-sin_k)), s h) with MuJoCo's tables, turned by ``_to_world``."""
     s = 1.0 if top else -1.0
-    center = mat[:, 2] * (s * size[1]) + pos
-    col0, col1 = mat[:, 0] * size[0], mat[:, 1] * (size[0] * s)
-    return (np.array([col0 * c - col1 * si + center for c, si in
-                      zip(np.cos(_ANG), np.sin(_ANG))]), mat[:, 2] * s)
+    r, h = float(size[0]), float(size[1])
+    return (np.array([_to_world(mat, (r * c, s * (r * -si), s * h), pos)
+                      for c, si in zip(NGON_COS, NGON_SIN)]), mat[:, 2] * s)
+
+
+def clip_ff(face, normal, subject, margin: float) -> np.ndarray:
+    """MuJoCo 4.0's polygonClip (read from libmujoco 4.0) for face-face, to the last bit:
+    ``subject`` clipped by the side planes of ``face``, each plane's normal the normalized
+    ``(V1 - V0) x ((V0 + normal) - V0)`` (times the reciprocal of its norm), heights
+    ``(P - V0) . pn``, inside above -1e-15, crossings at ``t = dP / (dP - dQ)`` kept where
+    ``0 <= t <= 1`` as ``t (Q - P) + P``; then the points at most ``margin`` above ``face``."""
+    pn = []
+    for i in range(len(face)):
+        v0, v1 = face[i], face[(i + 1) % len(face)]
+        c = _cross3(v1 - v0, (v0 + normal) - v0)
+        norm = np.sqrt(_dot(c, c))
+        pn.append(np.array([1.0, 0.0, 0.0]) if norm < 1e-15 else c * (1.0 / norm))
+    poly = list(subject)
+    for a, s in zip(face, pn):
+        out = []
+        for i in range(len(poly)):
+            p, q = poly[i], poly[(i + 1) % len(poly)]
+            dp, dq = _dot(p - a, s), _dot(q - a, s)
+            in1, in2 = dp > -1e-15, dq > -1e-15
+            if in1 != in2 and dp - dq != 0:
+                t = dp / (dp - dq)
+                if 0 <= t <= 1:
+                    out.append(t * (q - p) + p)
+            if in2:
+                out.append(q)
+        poly = out
+    return np.array([p for p in poly if _dot(p - face[0], normal) <= margin]).reshape(-1, 3)
 
 
 def clip_c(face, normal, subject):
-    """Sutherland-Hodgman in MuJoCo's arithmetic: subject clipped by the side planes of
-    ``face``; a subject of two corners is a closed polygon (its clipped ends come twice)."""
+    """Sutherland-Hodgman for an edge (``clip_ff`` clips a face in MuJoCo's arithmetic):
+    subject clipped by the side planes of ``face``; a subject of two corners is a closed
+    polygon (its clipped ends come twice)."""
     poly = list(subject)
     for e in range(len(face)):
         a, b = face[e], face[(e + 1) % len(face)]
@@ -289,8 +346,9 @@ def quad(p) -> tuple[tuple[int, ...], bool]:
     (0, 1, 2, 3), for each first corner advance the fourth while the area grows, after each
     advance the third, then the second. Returns the corner indices and whether a comparison
     was a tie to 1e-12 (then MuJoCo's pick follows rounding)."""
-    def area(i, j, k, m):
-        return 0.5 * np.linalg.norm(np.cross(p[i] - p[k], p[j] - p[m]))
+    def area(i, j, k, m):  # MuJoCo's arithmetic (libmujoco 4.0's polygonClip)
+        c = _cross3(p[i] - p[k], p[j] - p[m])
+        return np.sqrt(_dot(c, c)) * 0.5
     n = len(p)
     b, c, d = 1, 2, 3
     best, tie = area(0, 1, 2, 3), False
@@ -328,7 +386,9 @@ def _mesh(mjm, d, g):
     i = mjm.geom_dataid[g]
     rot = d.geom_xmat[g].reshape(3, 3)
     vert = mjm.mesh_vert[mjm.mesh_vertadr[i]:mjm.mesh_vertadr[i] + mjm.mesh_vertnum[i]]
-    world = vert.astype(float) @ rot.T + d.geom_xpos[g]
+    # MuJoCo's arithmetic (``_to_world``): its clipping of a mesh face by a cap follows the
+    # last bits (a cylinder standing on a pentagon: one state of the acceptance sweep)
+    world = np.array([_to_world(rot, v, d.geom_xpos[g]) for v in vert.astype(float)])
     polys = []
     adr = mjm.mesh_polyadr[i]
     for f in range(mjm.mesh_polynum[i]):
@@ -404,7 +464,8 @@ def _faces(t, pos, mat, size, nout):
         for k, face in enumerate(BOX_FACES_C):
             nrm = np.zeros(3)
             nrm[k // 2] = 1.0 if k % 2 == 0 else -1.0
-            out.append((mat @ nrm, (np.array(face) * size) @ mat.T + pos))
+            out.append((mat @ nrm, np.array([_to_world(mat, np.array(c) * size, pos)
+                                             for c in face])))
         touch = max(nrm @ nout for nrm, _ in out) >= CYL_FACE_TOL
         return [(nrm, f) for nrm, f in out
                 if nrm @ nout >= (CYL_FACE_TOL if touch else CYL_EDGE_TOL)], touch
@@ -472,10 +533,11 @@ def cylinder_multicontact(mjm, d, epa, margin: float = 0.0, through=None, gen=No
     if best is not None and best[0] > CYL_FACE_TOL:
         (n1, f1), (n2, f2) = best[1], best[2]
         info["kind"], normal = "ff", -n2
-        p = clip_c(f1, n1, f2)
-        p = p[(p - f1[0]) @ n1 <= h1 + h2]
-        w1 = p - np.outer((p - f1[0]) @ n1, n1)
-        dd = (w1 - p) @ n2
+        # MuJoCo's arithmetic (libmujoco 4.0's polygonClip): which 4 of more than 4 points
+        # its greedy search keeps follows their last bits
+        p = clip_ff(f1, n1, f2, h1 + h2)
+        w1 = np.array([x - n1 * _dot(x - f1[0], n1) for x in p]).reshape(-1, 3)
+        dd = np.array([_dot(a - b, n2) for a, b in zip(w1, p)])
         xa, xb = w1, w1 - np.outer(dd, n2)
         if len(p) > 4:
             (idx, info["tie"]) = quad(p)

@@ -2,14 +2,15 @@
 capsule-cylinder, capsule-mesh, cylinder-cylinder, cylinder-box, cylinder-mesh.
 
 Measured against mujoco 4.0.0 (``tests/multiccd_reference.py``, section "Cylinders and
-capsules"), not read from its source. GJK/EPA gives the normal ``n`` (geom1 -> geom2), the
-depth and the witness points: MuJoCo's own search where the geoms touch or penetrate
-(``nativeccd``), where they are apart its GJK distance query (``nativeccd.DISTANCE_PAIRS``;
-capsule-mesh: the converged distance of ``convex``, the same there); then each geom
-offers candidate faces and edges:
+capsules"), not read from its source (the face-face arithmetic is read from libmujoco 4.0).
+GJK/EPA gives the normal ``n`` (geom1 -> geom2), the depth and the witness points: MuJoCo's
+own search where the geoms touch or penetrate (``nativeccd``), where they are apart its GJK
+distance query (``nativeccd.DISTANCE_PAIRS``; capsule-mesh: the converged distance of
+``convex``, the same there); then each geom offers candidate faces and edges:
 
 * a cylinder: its cap facing the contact as a regular 16-gon (corners at radius r and
-  multiples of 22.5 degrees from the local x axis), none when it touches with its side
+  multiples of 22.5 degrees from the local x axis, with MuJoCo's 15-digit cosines and sines:
+  ``cap_polygon``), none when it touches with its side
   (``|axis . n| < SIDE_EPS``); its generator to the other cap at the azimuth of the first
   vertex on the cylinder of EPA's nearest face, or of GJK's final simplex where the geoms
   are apart within the margin (``nativeccd``; 4.0 reads both from its search), else from
@@ -27,7 +28,11 @@ In order:
    planes, points higher than the margin above the first face go; each point ``p`` gets
    ``x1`` = ``p`` projected onto face 1, its own depth ``dist = (x1 - p) . n2``,
    ``x2 = x1 - dist n2``, frame normal ``-n2``; more than 4 points keep the quadrilateral of
-   MuJoCo's greedy maximal-area search (``multiccd.polygon_quad``);
+   MuJoCo's greedy maximal-area search (``multiccd.polygon_quad``). A cylinder standing
+   fully on a face or cap gives (mathematically) equal areas to several quadrilaterals, so
+   the corners, the clipping and the area are MuJoCo's arithmetic to the last bit (read from
+   libmujoco 4.0's cylinder cap and box face code and polygonClip): products rounded on
+   their own (``math.rounded``), sums in its order;
 2. edge-face: geom1's edge against geom2's face unless geom1 touches with a face, else
    geom2's edge against geom1's face unless geom2 touches with a face (a cylinder geom1:
    its generator first even where its cap touches, then geom2's edge: 4.0 orders the two
@@ -87,28 +92,48 @@ def _box_faces_c():
 
 
 BOX_FACE_C = _box_faces_c()
-_ANG = np.arange(NGON) * np.pi / 8
-NGON_COS, NGON_SIN = np.cos(_ANG), np.sin(_ANG)
+# MuJoCo 4.0's tables of the 16-gon's cosines and sines (read from libmujoco 4.0: static
+# arrays of the function building a cap polygon): k 22.5 degrees to 15 significant digits,
+# not to the last bit (cos 22.5 = 0.923879532511287 is 2 ulps off), and the two roots of 1/2
+# rounded apart. A cylinder standing on a face gives equal areas to several quadrilaterals
+# and these bits decide which one MuJoCo's greedy search keeps.
+_C1, _C2, _C3 = 0.923879532511287, 0.707106781186548, 0.38268343236509
+_C2L = 0.707106781186547
+NGON_COS = np.array([1.0, _C1, _C2, _C3, 0.0, -_C3, -_C2L, -_C1,
+                     -1.0, -_C1, -_C2, -_C3, 0.0, _C3, _C2L, _C1])
+NGON_SIN = np.array([0.0, _C3, _C2L, _C1, 1.0, _C1, _C2, _C3,
+                     0.0, -_C3, -_C2L, -_C1, -1.0, -_C1, -_C2, -_C3])
+
+
+def to_world(mat, loc, pos):
+    """mat @ loc + pos for points loc (..., 3) in MuJoCo's arithmetic (its cap polygon and
+    box faces, read from libmujoco 4.0): row i is ``((m_i0 x + m_i1 y) + m_i2 z) + pos_i``,
+    each product rounded (``math.rounded``: no fused multiply-add)."""
+    t = math.rounded(loc[..., None, :] * mat)  # (..., 3 rows, 3 columns)
+    return ((t[..., 0] + t[..., 1]) + t[..., 2]) + pos
 
 
 def cap_polygon(pos, mat, size, sgn):
     """The cap on side ``sgn`` (+1 top, -1 bottom) of a cylinder as MuJoCo's 16-gon: corners
-    (16, 3) clockwise seen from outside, starting on the local x axis, and outward normal."""
-    center = mat[:, 2] * (sgn * size[1]) + pos
-    col0 = mat[:, 0] * size[0]
-    col1 = mat[:, 1] * (size[0] * sgn)
-    c = jp.asarray(NGON_COS, pos.dtype)[:, None]
-    s = jp.asarray(NGON_SIN, pos.dtype)[:, None]
-    return col0 * c - col1 * s + center, mat[:, 2] * sgn
+    (16, 3) clockwise seen from outside, starting on the local x axis, and outward normal.
+    Local corner k is ``(r cos_k, sgn (r (-sin_k)), sgn h)`` with MuJoCo's tables, turned
+    into the world frame by ``to_world`` (read from libmujoco 4.0)."""
+    c = jp.asarray(NGON_COS, pos.dtype)
+    s = jp.asarray(-NGON_SIN, pos.dtype)
+    loc = jp.stack([size[0] * c, sgn * (size[0] * s), jp.broadcast_to(sgn * size[1], c.shape)],
+                   -1)
+    return to_world(mat, loc, pos), mat[:, 2] * sgn
 
 
 def clip_polygon(face, cnt, normal, subject, scnt, cap: int):
-    """Sutherland-Hodgman as MuJoCo 4.0 computes it (``multiccd.clip_polygon``'s result, in
-    its arithmetic): each edge's plane from the edge and ``edge start + normal``, a corner
-    inside when at most 1e-10 outside, a crossing at ``t = (pd - pn . P) / (pn . (Q - P))``.
-    Symmetric polygons (a cylinder standing on a face) give equal areas to several
-    quadrilaterals, and which one ``polygon_quad`` keeps follows the last bits of these
-    corners.
+    """Sutherland-Hodgman as MuJoCo 4.0 computes it (read from libmujoco 4.0's polygonClip),
+    to the last bit: each edge's side normal ``pn = normalize((V1 - V0) x ((V0 + normal) -
+    V0))`` (times the reciprocal of its norm; (1, 0, 0) below 1e-15), a point's height
+    ``d = (P - V0) . pn`` (products rounded, summed x, y, z), inside when ``d > -1e-15``; an
+    edge PQ crossing the plane gets ``t = dP / (dP - dQ)`` and, where ``0 <= t <= 1``, the
+    point ``t (Q - P) + P``. Symmetric polygons (a cylinder standing on a face) give equal
+    areas to several quadrilaterals, and which one ``polygon_quad`` keeps follows the last
+    bits of these corners.
 
     Args:
       face: (K, 3) clipping polygon, the first ``cnt`` real, wound as MuJoCo winds it.
@@ -120,8 +145,13 @@ def clip_polygon(face, cnt, normal, subject, scnt, cap: int):
     K = face.shape[0]
     k = jp.arange(K)
     nxt = face[where(k + 1 < cnt, k + 1, 0)]
-    pn = math.cross(nxt - face, (face + normal) - face)
-    pd = math.dot3(pn, face)
+    side = multiccd.rounded_cross(nxt - face, (face + normal) - face)
+    sq = math.dot3(side, side)
+    norm = where(sq > 0, jp.sqrt(where(sq > 0, sq, 1.0)), 0.0)  # finite gradient at 0
+    small = norm < 1e-15
+    inv = 1.0 / where(small, 1.0, norm)
+    pn = where(small[:, None], jp.asarray([1.0, 0.0, 0.0], face.dtype),
+               math.rounded(side * inv[:, None]))
     kmask = k < cnt
     pts = jp.zeros((cap, 3), subject.dtype).at[:subject.shape[0]].set(subject[:cap])
     n = jp.minimum(scnt, cap)
@@ -129,14 +159,15 @@ def clip_polygon(face, cnt, normal, subject, scnt, cap: int):
     for e in range(K):
         a, s = face[e], pn[e]
         q = pts[where(i + 1 < n, i + 1, 0)]
-        in_p = math.dot3(pts - a, s) > -1e-10
-        in_q = math.dot3(q - a, s) > -1e-10
+        dp = math.dot3(pts - a, s)
+        dq = math.dot3(q - a, s)
+        in_p, in_q = dp > -1e-15, dq > -1e-15
         live = i < n
-        den = math.dot3(s, q - pts)
-        ok = jp.abs(den) >= 1e-10
-        t = (pd[e] - math.dot3(s, pts)) / where(ok, den, 1.0)
-        cross = live & (in_p != in_q) & ok & (t > -3e-7) & (t < 1 + 3e-7)
-        inter = pts + jp.clip(t, 0.0, 1.0)[:, None] * (q - pts)
+        den = dp - dq
+        ok = den != 0
+        t = dp / where(ok, den, 1.0)
+        cross = live & (in_p != in_q) & ok & (t >= 0) & (t <= 1)
+        inter = math.rounded(t[:, None] * (q - pts)) + pts
         keep_q = live & in_q
         cand = jp.stack([inter, q], 1).reshape(-1, 3)
         cmask = jp.stack([cross, keep_q], 1).reshape(-1)
@@ -187,13 +218,13 @@ def _faces(gtype, pos, mat, size, verts, table, nout, witness, feature=None):
                 jp.abs(c) >= FACE_TOL)
     if gtype == _G.BOX:
         corners = jp.asarray(multiccd.BOX_SIGN, dt) * size
-        face = corners[jp.asarray(BOX_FACE_C)] @ mat.T + pos
+        face = to_world(mat, corners[jp.asarray(BOX_FACE_C)], pos)  # MuJoCo's arithmetic
         normal = jp.asarray(multiccd.BOX_NORMAL, dt) @ mat.T
         count = jp.full((6,), 4, jp.int32)
     elif gtype == _G.MESH:
         # MuJoCo's candidates are the polygons of its contact feature: here those at the
         # supporting vertex (a mesh has polygons facing the contact far from it)
-        wv = verts @ mat.T + pos
+        wv = to_world(mat, verts, pos)  # MuJoCo's arithmetic
         first, at_vertex, _, _ = _feature(feature)
         top = math.argmax(nout @ wv.T)
         fidx, count, lnormal = multiccd.faces_at(table, top if first is None else
@@ -276,7 +307,7 @@ def _edges(gtype, pos, mat, size, verts, table, nout, witness, exact: bool, thro
     elif gtype == _G.MESH:
         # MuJoCo's edges at a vertex: one per polygon holding it (the first 3, in polygon
         # order), to the vertex before it in the polygon
-        wv = verts @ mat.T + pos
+        wv = to_world(mat, verts, pos)  # MuJoCo's arithmetic
         top = math.argmax(nout @ wv.T)
         v = wv[top]
         fidx, count, _ = multiccd.faces_at(table, top)
@@ -334,13 +365,14 @@ def _face_face(face1, cnt1, nrm1, fv1, face2, cnt2, nrm2, fv2, margin):
     F1, c1, n1 = face1[i], cnt1[i], nrm1[i]
     F2, c2, n2 = face2[j], cnt2[j], nrm2[j]
     pts, npts = clip_polygon(F1, c1, n1, F2, c2, cap)
-    keep = (jp.arange(cap) < npts) & ((pts - F1[0]) @ n1 <= margin)
+    # heights, projections and depths in MuJoCo's arithmetic (libmujoco 4.0's polygonClip)
+    keep = (jp.arange(cap) < npts) & (math.dot3(pts - F1[0], n1) <= margin)
     pts, npts = multiccd.compact(pts, keep, cap)
     p = pts[multiccd.polygon_quad(pts, npts, cap, skip=~ok)]  # (0, 1, 2, 3) where npts <= 4
     mask = jp.arange(4) < jp.minimum(npts, 4)
-    w1 = multiccd._project(p, n1, F1[0])
-    d = (w1 - p) @ n2
-    return ok, n2, d, w1, w1 - d[:, None] * n2, mask
+    w1 = p - math.rounded(n1 * math.dot3(p - F1[0], n1)[:, None])
+    d = math.dot3(w1 - p, n2)
+    return ok, n2, d, w1, w1 - math.rounded(d[:, None] * n2), mask
 
 
 def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2, mat2,

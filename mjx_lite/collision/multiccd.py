@@ -222,12 +222,23 @@ def compact(x, mask, cap: int):
     return out, jp.minimum(jp.sum(mask), cap)
 
 
+def rounded_cross(a, b):
+    """a x b (..., 3) with each product rounded before the difference (``math.rounded``: no
+    fused multiply-add), as MuJoCo's x86-64 build computes it."""
+    i0, i1 = np.array([1, 2, 0]), np.array([2, 0, 1])
+    left, right = math.rounded((a[..., i0] * b[..., i1], a[..., i1] * b[..., i0]))
+    return left - right
+
+
 def polygon_quad(p, cnt, cap: int, skip=False):
     """MuJoCo's greedy search for a maximal-area quadrilateral in a convex polygon of
     ``cnt`` > 4 corners: from (0, 1, 2, 3), for each first corner ``a`` advance the fourth
     corner while the area grows, after each advance the third, then the second; the area
     to beat carries over between first corners. Not the global maximum: on symmetric
-    polygons it depends on which of equal areas compares larger.
+    polygons it depends on which of equal areas compares larger, so the area is MuJoCo's to
+    the last bit (read from libmujoco 4.0's polygonClip): ``0.5 sqrt((cx^2 + cy^2) + cz^2)``
+    of ``c = (a - c) x (b - d)``, no fused multiply-adds, a candidate taken when strictly
+    larger.
 
     Args:
       p: (cap, 3) corners, the first ``cnt`` real. cap: static capacity.
@@ -240,7 +251,8 @@ def polygon_quad(p, cnt, cap: int, skip=False):
 
     def area(i):
         a, b, c, d = q[i[0]], q[i[1]], q[i[2]], q[i[3]]
-        return 0.5 * math.safe_norm(math.cross(a - c, b - d))
+        cr = rounded_cross(a - c, b - d)
+        return 0.5 * jp.sqrt(math.dot3(cr, cr))
 
     def step(st):
         a, b, c, d, m, res, phase, done, k = st
