@@ -1102,7 +1102,9 @@ def _niter_out(niter: jax.Array) -> jax.Array:
 
 def solve(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") -> Data:
     """Constraint forces and accelerations (mj_fwdConstraint): qacc, qfrc_constraint,
-    efc_force, efc_state, solver_niter.
+    efc_force, efc_state, solver_niter. With opt.noslip_iterations > 0, MuJoCo's noslip
+    post-processor follows the main solver (``noslip.py``; its sweeps are counted in
+    solver_niter and it sets efc_state to the dual state of its forces).
 
     Args:
       loop: "fixed" runs exactly opt.iterations iterations in lax.scan (differentiable);
@@ -1115,6 +1117,8 @@ def solve(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") ->
         that qacc is the solution, islands that opt.iterations leave unconverged continue
         with up to ``IMPLICIT_MAX_POLISH`` Newton iterations (not differentiated), counted in
         solver_niter. Where opt.iterations converge, both adjoints run the same forward.
+        Noslip has no implicit rule: under either adjoint its sweeps are unrolled (with
+        "implicit", in the fixed loop whatever ``loop`` says).
     """
     if loop not in ("fixed", "early_exit"):
         raise ValueError(f"loop must be 'fixed' or 'early_exit', got {loop!r}")
@@ -1129,8 +1133,12 @@ def solve(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") ->
         qacc, niter = _solve_implicit(m, d, loop)
         # forces from the primal update at the solution, so that they carry its derivative
         # (for PGS they equal the dual iterate at convergence)
-        return inverse_constraint(m, d.replace(qacc=qacc)).replace(
+        out = inverse_constraint(m, d.replace(qacc=qacc)).replace(
             solver_niter=_niter_out(niter))
+        # noslip is not differentiated implicitly: its sweeps are unrolled on top of the
+        # implicit solution, in the fixed loop whatever ``loop`` says (a while_loop would
+        # stop reverse mode)
+        return _noslip(m, out, "fixed")
     if m.opt.solver == SolverType.PGS:
         qacc, pgs_force, niter = _solve_pgs(m, d, p, loop)
     else:
@@ -1143,5 +1151,16 @@ def solve(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") ->
     if m.opt.solver == SolverType.PGS:
         # the dual iterate is the force; the primal update only supplies the state
         force = pgs_force
-    return d.replace(qacc=qacc, qfrc_constraint=d.efc_J.T @ force, efc_force=force,
-                     efc_state=state.astype(jp.int32), solver_niter=_niter_out(niter))
+    out = d.replace(qacc=qacc, qfrc_constraint=d.efc_J.T @ force, efc_force=force,
+                    efc_state=state.astype(jp.int32), solver_niter=_niter_out(niter))
+    return _noslip(m, out, loop)
+
+
+def _noslip(m: Model, d: Data, loop: str) -> Data:
+    """MuJoCo's noslip post-processor after the main solver, where opt.noslip_iterations > 0
+    (``noslip.py``)."""
+    if m.opt.noslip_iterations <= 0:
+        return d
+    from mjx_lite import noslip  # noqa: PLC0415 (noslip builds on this module's pieces)
+
+    return noslip.noslip(m, d, loop=loop)

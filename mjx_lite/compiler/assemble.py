@@ -362,15 +362,11 @@ def compile_spec(spec: Spec) -> Model:
 
 
 def _check_options(spec: Spec, f: dict) -> None:
-    """Fails on <option> settings this engine would otherwise ignore: the noslip solver, and
-    the settings of MuJoCo's convex collision search where a pair may use it (our GJK/EPA
-    port runs MuJoCo 4.0's defaults, 35 iterations and tolerance 1e-6, and has no MPR)."""
+    """Fails on <option> settings this engine would otherwise ignore: the settings of
+    MuJoCo's convex collision search where a pair may use it (our GJK/EPA port runs MuJoCo
+    4.0's defaults, 35 iterations and tolerance 1e-6, and has no MPR)."""
     opt = spec.root.find("option")
     flags = [flag for el in opt for flag in el.find("flag")]
-    for el in opt:
-        if el.has("noslip_iterations") and int(el.get("noslip_iterations")) > 0:
-            raise el.error("unsupported: the noslip solver (noslip_iterations > 0) is not "
-                           "implemented by mjx_lite")
     gtype = np.asarray(f["geom_type"])
     collides = (np.asarray(f["geom_contype"]) | np.asarray(f["geom_conaffinity"])) != 0
     collides[np.asarray(f.get("pair_geom1", []), int)] = True
