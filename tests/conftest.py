@@ -58,7 +58,7 @@ FILE_SECONDS = {
     "test_rollout.py": 450, "test_cylinder_multiccd.py": 356, "test_hfield_collision.py": 329,
     "test_collision.py": 312, "test_convex.py": 300, "test_island.py": 289,
     "test_smooth.py": 276, "test_envs.py": 209, "test_forward.py": 207,
-    "test_smoothing.py": 170, "test_noslip.py": 260, "test_tendon.py": 156, "test_viewer.py": 80,
+    "test_smoothing.py": 170, "test_noslip.py": 150, "test_tendon.py": 156, "test_viewer.py": 80,
     "test_actuator.py": 74, "test_sensor.py": 72, "test_compile_elements.py": 70,
     "test_ray.py": 57, "test_interop.py": 55, "test_linalg.py": 49, "test_package.py": 46,
 }

@@ -82,7 +82,8 @@ def _compare(mjm, mjd, out, cone):
     np.testing.assert_array_equal(c["efc_state"][keep], mjd.efc_state[keep])
 
 
-@pytest.mark.parametrize("iterations", [1, 3, 10])
+# CI time: the middle count and the slower step checks run in the acceptance tier
+@pytest.mark.parametrize("iterations", [1, pytest.param(3, marks=pytest.mark.acceptance), 10])
 @pytest.mark.parametrize("cone", [0, ELLIPTIC], ids=["pyramidal", "elliptic"])
 def test_solve_matches_mujoco(cone, iterations):
     mjm, mjd, m, d = _setup(cone, iterations)
@@ -130,8 +131,9 @@ def _mujoco_rollout(mjm, mjd, nstep):
     return [np.stack(x) for x in zip(*out)]
 
 
-@pytest.mark.parametrize("integrator", [IntegratorType.EULER, IntegratorType.RK4],
-                         ids=["euler", "rk4"])
+@pytest.mark.parametrize("integrator", [
+    IntegratorType.EULER, pytest.param(IntegratorType.RK4, marks=pytest.mark.acceptance)],
+    ids=["euler", "rk4"])
 def test_steps_match_mujoco(integrator):
     """mjx_lite.step (collision, islands on, MuJoCo's default) against mj_step: noslip runs in
     every forward pass (RK4's four), and the next step warm-starts from noslip's qacc."""
@@ -150,6 +152,7 @@ def test_steps_match_mujoco(integrator):
     assert np.all(theirs[4][0, :2] > 0)  # two islands, both solved
 
 
+@pytest.mark.acceptance  # CI time: ant's step compile
 def test_ant_steps_match_mujoco():
     """gymnasium's ant on the floor with noslip_iterations=3: qpos, qvel over 5 steps."""
     mjm = mujoco.MjModel.from_xml_path(str(GYM_ASSETS / "ant.xml"))
@@ -169,7 +172,8 @@ def test_ant_steps_match_mujoco():
     assert np.sum(theirs[4][:, 0] > 0) >= 3  # steps with contacts, so with noslip sweeps
 
 
-@pytest.mark.parametrize("adjoint", ["unroll", "implicit"])
+@pytest.mark.parametrize("adjoint", [
+    "unroll", pytest.param("implicit", marks=pytest.mark.acceptance)])
 def test_grad_finite(adjoint):
     """Reverse mode through a step with noslip on (the implicit adjoint unrolls noslip)."""
     mjm = mujoco.MjModel.from_xml_string(NOSLIP_XML)
