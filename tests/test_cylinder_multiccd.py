@@ -343,12 +343,12 @@ def sweep(name: str, n_random: int, n_face: int, margin: float = 0.0, seed: int 
             stats["within"] += 1
             continue
         # the rest: our depth is the optimum's within 1e-6, or, where MuJoCo's own single
-        # contact misses the optimum by more (``unconverged``: measured on capsule_cylinder's,
-        # a deep symmetric pose where MuJoCo's EPA is still expanding at ccd_iterations and its
-        # faces tie to rounding: 1e-13 moves of the pose change its contact from the 3rd
-        # iteration on), within 10 times MuJoCo's miss (ours, the same search, takes other
-        # ties); where the contact count differs, MuJoCo's normal (the single contact's, or the
-        # face normal it chose) separates no better than ours
+        # contact misses the optimum by more (``unconverged``: EPA still expanding at
+        # ccd_iterations), within 10 times MuJoCo's miss; where the contact count differs,
+        # MuJoCo's normal (the single contact's, or the face normal it chose) separates no
+        # better than ours. (The capsule_cylinder states once classed unconverged, deep poses
+        # where GJK ends on a triangle, were 4.0's polytope3 rebuilding the starting
+        # polytope, which the search did not: hfield_ccd._recover_hexa; now exact.)
         assert t and ours, (name, k, len(ours), len(t), info["kind"])
         opt, _, gap = test_convex.oracle(mjm, q, 0, 1, [epa[1], t[0][2]])
         if abs(opt - epa[0]) >= test_convex.ORACLE_TOL:

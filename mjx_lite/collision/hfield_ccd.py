@@ -496,6 +496,12 @@ _SEG_FACES = np.array([[0, 2, 3], [0, 4, 2], [0, 3, 4], [1, 3, 2], [1, 2, 4], [1
                       np.int32)
 _HEX_ADJ = np.array([[1, 3, 2], [2, 4, 0], [0, 5, 1], [5, 0, 4], [3, 1, 5], [4, 2, 3]],
                     np.int32)
+# the tetrahedron's faces and adjacency padded to the hexahedra's 6; each face's fourth
+# vertex (the one off it), for both
+_TET_FACES5 = np.concatenate([_TET_FACES, np.zeros((2, 3), np.int32)])
+_TET_ADJ5 = np.concatenate([_TET_ADJ, np.zeros((2, 3), np.int32)])
+_TET_OTHER5 = np.array([3, 2, 1, 0, 0, 0], np.int32)
+_TRI_OTHER = np.array([2, 1, 0, 2, 1, 0], np.int32)
 # cos and sin of 120 degrees as MuJoCo writes them
 _COS120, _SIN120 = -0.5, 0.86602540378
 
@@ -537,6 +543,39 @@ def _on_triangle(v1, v2, v3, p):
     lam = _vdiv(c, where(big == 0, 1.0, big))
     x = _wsum(lam, jp.stack([v1, v2, v3])) - p
     return jp.all(lam >= 0) & (jp.sqrt(dot3(x, x)) < MINVAL)
+
+
+def _ray_triangle(p, q, a, b, c):
+    """4.0's rayTriangle (read from libmujoco 4.0): the triple products [a', b', d],
+    [b', c', d], [c', a', d] of the triangle's vertices a', b', c' and the segment's d = q - p,
+    all relative to p; the segment crosses the triangle where they share a sign."""
+    d, a, b, c = q - p, a - p, b - p, c - p
+    return jp.stack([dot3(a, _cross(b, d)), dot3(b, _cross(c, d)), dot3(c, _cross(a, d))])
+
+
+def _recover_hexa(o):
+    """4.0's choice (polytope3, recoverHexa; read from libmujoco 4.0) of the polytope on
+    a triangle t0 t1 t2 and the supports below and above it (our hexahedron's vertex order
+    t0, t1, t2, below, above), given ``_ray_triangle``'s products o of the segment from above
+    to below: (a permutation of the five vertices, tetrahedron). Where the segment crosses the
+    triangle, the hexahedron itself; where exactly one product is positive and the other two
+    below -mjMINVAL, the hexahedron on the triangle of the two supports and the vertex of
+    that product's second edge end, the two others as its apexes; else the tetrahedron of
+    the two supports and the edge of the smallest product (first 4 of the permutation, in
+    4.0's order: the edge, then above, below)."""
+    hit = jp.all(o >= 0) | jp.all(o <= 0)
+    neg = o < -MINVAL
+    pos = o > 0
+    ca = pos[0] & neg[1] & neg[2]
+    cb = pos[1] & neg[0] & neg[2]
+    cc = pos[2] & neg[0] & neg[1]
+    m0 = (o[1] >= o[0]) & (o[2] >= o[0])
+    m1 = (o[0] >= o[1]) & (o[2] >= o[1])
+    tet = where(m0, jp.array([0, 1, 4, 3, 3]), where(m1, jp.array([1, 2, 4, 3, 3]),
+                                                     jp.array([2, 0, 4, 3, 3])))
+    perm = where(hit, jp.arange(5), where(ca, jp.array([2, 3, 4, 1, 0]), where(
+        cb, jp.array([0, 3, 4, 2, 1]), where(cc, jp.array([1, 3, 4, 0, 2]), tet))))
+    return perm.astype(jp.int32), ~hit & ~ca & ~cb & ~cc
 
 
 def _rotation120(axis):
@@ -597,27 +636,53 @@ def _initial_polytope(sh: Shapes, n, TA, TB, TD):
     above = _support_along(sh, nrm, nn)
     hexa = tuple(jp.concatenate([x, below[i][None], above[i][None]])
                  for i, x in enumerate(base))
-    tri_flat, _ = _first_flat(hexa[0], _TRI_FACES)
+    # 4.0's polytope3 keeps that hexahedron only where the segment between the two supports
+    # crosses the triangle; else it rebuilds it on another triangle of the five points, or
+    # takes a tetrahedron of four of them (``_recover_hexa``)
+    perm, tri_tet = _recover_hexa(_ray_triangle(above[0], below[0], Wt[0], Wt[1], Wt[2]))
+    hexa = tuple(x[perm] for x in hexa)
+    Wh = hexa[0]
+    tri_faces = where(tri_tet, jp.asarray(_TET_FACES5), jp.asarray(_TRI_FACES))
+    _, tri_d2 = _face_vec(Wh, tri_faces)
+    tri_flat = jp.any((jp.arange(6) < where(tri_tet, 4, 6)) & (tri_d2 < MINVAL * MINVAL))
+    # the origin on the far side of a face (from the polytope's other vertex) by at least
+    # ccd_tolerance: not a polytope EPA can start from
+    other = where(tri_tet, jp.asarray(_TET_OTHER5), jp.asarray(_TRI_OTHER))
+    inside = jax.vmap(lambda f, o: _same_side(Wh[f[0]], Wh[f[1]], Wh[f[2]], Wh[o]))(
+        tri_faces, other)
+    outside = ~inside & (tri_d2 >= TOL * TOL) & (jp.arange(6) < where(tri_tet, 4, 6))
+    # both supports strictly beyond the triangle's plane (mjMINVAL |n|)
+    beyond = ((dot3(nrm, above[0] - Wt[0]) >= MINVAL * nn)
+              & (dot3(-nrm, below[0] - Wt[0]) >= MINVAL * nn))
     tri_ok = ((nn >= MINVAL) & ~_on_triangle(Wt[0], Wt[1], Wt[2], above[0])
-              & ~_on_triangle(Wt[0], Wt[1], Wt[2], below[0]) & ~tri_flat)
+              & ~_on_triangle(Wt[0], Wt[1], Wt[2], below[0]) & beyond & ~tri_flat
+              & ~jp.any(outside))
     use_tet = (n == 4) & ~tet_flat
     use_seg = (n == 2) & ~seg_flat
     valid = where(use_tet, tet_ok, use_seg | tri_ok)
+    four = use_tet | (~use_seg & tri_tet)
     W, A, B, D = pick(use_tet, tet5, pick(use_seg, seg, hexa))
-    tet_faces = np.concatenate([_TET_FACES, np.zeros((2, 3), np.int32)])
-    tet_adj = np.concatenate([_TET_ADJ, np.zeros((2, 3), np.int32)])
-    faces = where(use_tet, jp.asarray(tet_faces),
-                  where(use_seg, jp.asarray(_SEG_FACES), jp.asarray(_TRI_FACES)))
-    adj = where(use_tet, jp.asarray(tet_adj), jp.asarray(_HEX_ADJ))
-    nv = where(use_tet, 4, 5).astype(jp.int32)
-    nf = where(use_tet, 4, 6).astype(jp.int32)
-    return W, A, B, D, faces, adj, nv, nf, valid
+    faces = where(use_tet, jp.asarray(_TET_FACES5),
+                  where(use_seg, jp.asarray(_SEG_FACES), tri_faces))
+    adj = where(four, jp.asarray(_TET_ADJ5), jp.asarray(_HEX_ADJ))
+    nv = where(four, 4, 5).astype(jp.int32)
+    nf = where(four, 4, 6).astype(jp.int32)
+    # the centroid 4.0's faces are oriented away from (attachFace): the tetrahedron's, or the
+    # hexahedron's summed in polytope3's vertex order (the supports above, then below)
+    c4 = rounded((((W[0] + W[1]) + W[2]) + W[3]) * 0.25)
+    c5 = rounded(((((W[0] + W[1]) + W[2]) + W[4]) + W[3]) * 0.2)
+    return W, A, B, D, faces, adj, nv, nf, valid, where(four, c4, c5)
 
 
-def _face_vec(W, fv):
-    """MuJoCo's face record: (v, d2) from the face's vertex ids (a, b, c)."""
+def _face_vec(W, fv, centroid=None):
+    """MuJoCo's face record: (v, d2) from the face's vertex ids (a, b, c). With
+    ``centroid``, v (the origin's projection on the face's plane) is turned to point away
+    from it where it points towards it (the origin beyond the face), as 4.0's attachFace and
+    EPA do (read from libmujoco 4.0: the sign of (W[a] - centroid) . v)."""
     v, none = _plane_point(W[fv[..., 2]], W[fv[..., 1]], W[fv[..., 0]])
     v = where(none[..., None], 0.0, v)
+    if centroid is not None:
+        v = where((dot3(W[fv[..., 0]] - centroid, v) < 0)[..., None], -v, v)
     return v, where(none, 0.0, dot3(v, v))
 
 
@@ -630,14 +695,14 @@ def _epa(sh: Shapes, n, TA, TB, TD, nv_cap: int, nf_cap: int):
     measured, that is what reproduces MuJoCo 4.0's ellipsoid and cylinder contacts). It
     starts from ``_initial_polytope``'s tetrahedron or hexahedron (GJK's simplex ``n``)."""
     dt = sh.dtype
-    W0, A0, B0, D0, F0, ADJ0, nv0, nf0, valid = _initial_polytope(sh, n, TA, TB, TD)
+    W0, A0, B0, D0, F0, ADJ0, nv0, nf0, valid, C0 = _initial_polytope(sh, n, TA, TB, TD)
     live_v = jp.arange(5) < nv0
     live_f = jp.arange(6) < nf0
     VD = jp.zeros((nv_cap, 3), dt).at[:5].set(D0)
     VW = jp.zeros((nv_cap, 3), dt).at[:5].set(W0)
     VA = jp.zeros(nv_cap, jp.int32).at[:5].set(A0)
     VB = jp.full(nv_cap, -1, jp.int32).at[:5].set(where(live_v, B0, -1))
-    v0, d0 = _face_vec(W0, F0)
+    v0, d0 = _face_vec(W0, F0, C0)
     FV = jp.zeros((nf_cap, 3), jp.int32).at[:6].set(F0)
     FADJ = jp.zeros((nf_cap, 3), jp.int32).at[:6].set(ADJ0)
     FVEC = jp.zeros((nf_cap, 3), dt).at[:6].set(v0)
@@ -759,7 +824,7 @@ def _epa(sh: Shapes, n, TA, TB, TD, nv_cap: int, nf_cap: int):
         prv = where(hi == 0, nf + ne - 1, nf + hi - 1)
         nxt = nf + (hi + 1) % jp.maximum(ne, 1)
         nadj = jp.stack([prv, g, nxt], -1).astype(jp.int32)
-        nvec, nd2 = _face_vec(VW, nfv)
+        nvec, nd2 = _face_vec(VW, nfv, C0)
         over = ds["over"] | (nf + ne > nf_cap) | (nv >= nv_cap)
         bad = (ne < 3) | jp.any(hl & (nd2 == 0)) | over
         inmap = hl & (lower2 <= nd2) & (nd2 <= upper2)
