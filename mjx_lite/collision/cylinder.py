@@ -5,8 +5,8 @@ Measured against mujoco 4.0.0 (``tests/multiccd_reference.py``, section "Cylinde
 capsules"), not read from its source (the face-face arithmetic is read from libmujoco 4.0).
 GJK/EPA gives the normal ``n`` (geom1 -> geom2), the depth and the witness points: MuJoCo's
 own search where the geoms touch or penetrate (``nativeccd``), where they are apart its GJK
-distance query (``nativeccd.DISTANCE_PAIRS``; capsule-mesh: the converged distance of
-``convex``, the same there); then each geom offers candidate faces and edges:
+distance query (``nativeccd.DISTANCE_PAIRS``; capsule-mesh: the capsule segment's); then each
+geom offers candidate faces and edges:
 
 * a cylinder: its cap facing the contact as a regular 16-gon (corners at radius r and
   multiples of 22.5 degrees from the local x axis, with MuJoCo's 15-digit cosines and sines:

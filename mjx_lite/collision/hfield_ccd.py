@@ -252,7 +252,11 @@ class Shapes:
         self.prism, self.pts, self.mat, self.local, self.box = prism, pts, mat, local, box
         self.smooth, self.half, self.first = smooth, half, first
         core = smooth is not None and smooth[0] in CORE.values()
-        self.soft = (smooth is not None and not core) or half is not None or first is not None
+        first_core = first is not None and first[0] in CORE.values()
+        # 4.0's GJK takes the discrete stops only where both shapes are: margin 0, each a
+        # point or segment core, a box, mesh or height field (read from libmujoco 4.0)
+        self.soft = ((smooth is not None and not core) or half is not None
+                     or (first is not None and not first_core))
         self.dtype = (prism if first is None else first[2]).dtype
 
     def smooth_point(self, e):

@@ -21,9 +21,11 @@ Frank-Wolfe stop leaves up to ~1e-4 off the converged one (the converged distanc
 ellipsoid-ellipsoid's separated normals 3.1e-5 off MuJoCo's, this query 6.7e-9). Which of
 the two is decided by the converged distance. A sphere or capsule geom 1 takes the grown
 query only where its core (centre, segment) touches or enters the other geom, else its
-core's distance minus the radius (as on a height field, ``hfield``): against an ellipsoid or
-cylinder the core's GJK distance query (``DISTANCE_PAIRS``), against a mesh the converged
-distance (the same there: GJK ends on its exact simplex against a polytope).
+core's distance minus the radius (as on a height field, ``hfield``): against an ellipsoid,
+a cylinder or (a capsule's segment) a mesh the core's GJK distance query (``DISTANCE_PAIRS``;
+against a mesh GJK ends on its exact simplex, but where the segment lies parallel to a mesh
+edge or face the witness points are that simplex's, which the converged distance need not
+give), a sphere's centre against a mesh the converged distance (the same there).
 
 The search runs on ``stop_gradient``-ed poses, compacted to the lanes that need it
 (``convex.compact_map``); the contact is rebuilt differentiably from the nearest face's
@@ -47,14 +49,23 @@ PAIRS = ((_G.CAPSULE, _G.ELLIPSOID), (_G.ELLIPSOID, _G.ELLIPSOID), (_G.ELLIPSOID
          (_G.CAPSULE, _G.CYLINDER), (_G.CAPSULE, _G.MESH), (_G.CYLINDER, _G.CYLINDER),
          (_G.CYLINDER, _G.BOX), (_G.CYLINDER, _G.MESH))
 # the pairs whose GJK distance query (apart, within the margin) stops short of the converged
-# distance: a smooth geom on a side (a sphere's or capsule's core with a polytope converges)
+# distance: a smooth geom on a side (a sphere's core with a polytope converges); and a
+# capsule's core with a mesh, whose distance converges but whose witness points, where the
+# segment lies parallel to a mesh edge or face, are those of the simplex GJK ends on (its
+# weights), not the converged query's (measured: 0.05 apart along the segment; which
+# simplex it ends on can follow a tie of mesh vertices, decided in 4.0 by its hill-climbing
+# support and here by the lowest vertex index, which agreed on the state measured)
 DISTANCE_PAIRS = tuple(p for p in PAIRS if p[0] in (_G.ELLIPSOID, _G.CYLINDER)
-                       or p[1] in (_G.ELLIPSOID, _G.CYLINDER))
+                       or p[1] in (_G.ELLIPSOID, _G.CYLINDER)) + ((_G.CAPSULE, _G.MESH),)
 
 
-def _shapes(type1: int, type2: int, geoms, half):
+def _shapes(type1: int, type2: int, geoms, half, core: bool = False):
+    """``hfield_ccd.Shapes`` of the pair, geom 1 in the prism's place; with ``core``, a sphere's
+    or capsule's core (``hfield_ccd.CORE``: a discrete shape, as 4.0's GJK takes
+    mjc_pointSupport and mjc_lineSupport)."""
     pos1, mat1, size1, _, pos2, mat2, size2, verts2 = geoms
-    first = (SMOOTH[type1], size1, pos1, mat1)
+    kind = hfield_ccd.CORE[type1] if core and type1 in hfield_ccd.CORE else SMOOTH[type1]
+    first = (kind, size1, pos1, mat1)
     if type2 in SMOOTH:
         pts, local, box, smooth = jp.zeros((1, 3), pos2.dtype), None, False, (
             SMOOTH[type2], size2, pos2)
@@ -88,7 +99,7 @@ def distance_search(type1: int, type2: int, geoms, margin):
     ``stop_gradient``-ed inputs), stopped at ccd_tolerance, cut off beyond ``margin``:
     ``hfield_ccd._gjk``'s distance-mode simplex."""
     geoms = jax.tree.map(jax.lax.stop_gradient, geoms)
-    sh = _shapes(type1, type2, _cored(type1, geoms), None)
+    sh = _shapes(type1, type2, _cored(type1, geoms), None, core=True)
     cutoff = jax.lax.stop_gradient(margin) + convex.core_radius(type1, geoms[2])
     return hfield_ccd._gjk(sh, geoms[0] - geoms[4], cutoff=cutoff)
 
@@ -98,7 +109,7 @@ def distance_rebuild(type1: int, type2: int, geoms, found):
     geoms: a core's witness moved out by its radius; and the simplex's first vertex on each
     geom (bare shapes) with its three geom-2 vertex ids, padded with the first where the
     simplex has fewer points, as 4.0's multi-contact reads GJK's simplex (``rebuild``)."""
-    sh = _shapes(type1, type2, _cored(type1, geoms), None)
+    sh = _shapes(type1, type2, _cored(type1, geoms), None, core=True)
     d, n, p, ok = hfield_ccd.distance_contact(sh, found)
     r1 = convex.core_radius(type1, geoms[2])
     _, ns, ia, ib, dv, _ = found
