@@ -77,7 +77,7 @@ def geom_extra(margin, gap, pair_geom1, pair_geom2, pair_margin, pair_gap) -> np
 def geom_fluidshape(geom_fluid, ngeom: int) -> np.ndarray:
     """(ngeom,) bool: the geoms whose fluid interaction coefficient (geom_fluid column 0,
     fluidshape="ellipsoid") is non-zero, the ones passive.fluid runs the ellipsoid model on."""
-    return np.asarray(geom_fluid).reshape(ngeom, -1)[:, 0] != 0
+    return np.asarray(geom_fluid).reshape(ngeom, 12)[:, 0] != 0
 
 
 def geom_reach(rbound, extra, geom_type) -> np.ndarray:

@@ -170,7 +170,7 @@ CONTACT_XML = f"""<mujoco>{_TREE}
 <contact>
   <pair name="p0" geom1="gb" geom2="cyl"/>
   <pair name="p1" geom1="gc" geom2="ga" condim="3" friction="1 2 3 4 5" solref=".1 .2"
-        solreffriction=".3 .4" adhesion=".5"
+        solreffriction=".3 .4"
         solimp=".1 .2 .3 .4 5" margin="1" gap=".5"/>
   <pair geom1="ga" geom2="gc" class="p" friction=".7"/>
   <pair geom1="gb" geom2="gc" solref="-100 -2" condim="6"/>

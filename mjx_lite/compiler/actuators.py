@@ -381,8 +381,8 @@ def _lengthrange(ctx: Context, rec: _Record, trntype: int, target: int) -> tuple
                 if lre.has(k):
                     opts[k] = lre.get(k)
     mode = opts["mode"]
-    is_muscle = (rec.gaintype == GainType.MUSCLE or rec.biastype == BiasType.MUSCLE
-                 or rec.dyntype == DynType.MUSCLE)
+    # Muscle gain or bias; muscle activation dynamics alone do not count (measured on 4.0).
+    is_muscle = rec.gaintype == GainType.MUSCLE or rec.biastype == BiasType.MUSCLE
     is_user = rec.gaintype == GainType.USER or rec.biastype == BiasType.USER
     wanted = (mode == "all" or (mode in ("muscle", "muscleuser") and is_muscle)
               or (mode == "muscleuser" and is_user))
@@ -522,8 +522,12 @@ def build_actuators(ctx: Context) -> dict:
         for flag, rng in (("ctrllimited", "ctrlrange"), ("forcelimited", "forcerange"),
                           ("actlimited", "actrange")):
             limited = _limited(ctx, rec, el, flag, rng)
-            out[f"actuator_{flag}"][i] = limited
             lo, hi = rec.vec[rng]
+            if flag == "actlimited" and rec.tag == "intvelocity":
+                # intvelocity limits its activation exactly when actrange is a valid range,
+                # whatever actlimited says (measured on MuJoCo 4.0)
+                limited = bool(lo < hi)
+            out[f"actuator_{flag}"][i] = limited
             if limited and not lo < hi and not (flag == "forcelimited" and lo <= hi):
                 what = {"ctrllimited": "control", "forcelimited": "force",
                         "actlimited": "activation"}[flag]

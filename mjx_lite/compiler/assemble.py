@@ -352,6 +352,13 @@ def compile_spec(spec: Spec) -> Model:
         from mjx_lite import const
 
         model = const.set_const(model, meaninertia=True)
+    elif "tendon_lengthspring" in pending:
+        # A spatial tendon's automatic spring length is its length at qpos_spring, which
+        # differs from qpos0 here (joint ref or springref): kinematics at qpos_spring.
+        from mjx_lite import const
+
+        model = model.replace(tendon_lengthspring=const._lengthspring(model, None))
+    model = _springdamper(model, tb)
     if ctx.lengthrange_actuators:
         ids = ctx.lengthrange_actuators
         ranges = lengthrange.compute(model, ids, lengthrange.settings(spec),
@@ -359,6 +366,31 @@ def compile_spec(spec: Spec) -> Model:
         model = model.replace(actuator_lengthrange=model.actuator_lengthrange.at[
             np.asarray(ids)].set(jp.asarray(ranges, dtype=model.actuator_lengthrange.dtype)))
     return model
+
+
+def _springdamper(model: Model, tb) -> Model:
+    """Joint springdamper="timeconst dampratio": stiffness and damping from the joint's
+    inertia at qpos0, overriding the joint's own (XML reference, joint/springdamper). The
+    inertia M is 1 / (the mean dof_invweight0 of its dofs), so k = M / (timeconst dampratio)^2
+    and b = 2 M / timeconst on each of its dofs (measured on MuJoCo 4.0: slide, hinge, ball,
+    free and armature; polynomial terms are kept)."""
+    rows = [(j, info["springdamper"]) for j, info in enumerate(tb.jnt)
+            if info["springdamper"][0] > 0]
+    if not rows:
+        return model
+    invweight = np.asarray(model.dof_invweight0, dtype=float)
+    dofadr = np.asarray(model.jnt_dofadr)
+    stiffness = np.array(model.jnt_stiffness, dtype=float)
+    damping = np.array(model.dof_damping, dtype=float)
+    ndof = {JointType.FREE: 6, JointType.BALL: 3}
+    for j, (timeconst, dampratio) in rows:
+        adr = int(dofadr[j])
+        end = adr + ndof.get(tb.jnt[j]["type"], 1)
+        mass = 1.0 / invweight[adr:end].mean()
+        stiffness[j] = mass / (timeconst * timeconst * dampratio * dampratio)
+        damping[adr:end] = 2.0 * mass / timeconst
+    return model.replace(jnt_stiffness=jp.asarray(stiffness, dtype=model.jnt_stiffness.dtype),
+                         dof_damping=jp.asarray(damping, dtype=model.dof_damping.dtype))
 
 
 def _check_options(spec: Spec, f: dict) -> None:
@@ -425,6 +457,11 @@ def _simple(tb, f: dict, sameframe: np.ndarray) -> np.ndarray:
     parent = f["body_parentid"]
     has_children = np.zeros(nbody, dtype=bool)
     has_children[parent[1:]] = True
+    # A child of the world, or of a jointless child of the world (measured on 4.0: one level
+    # of welded parent counts as the world, two do not)
+    rooted = np.array([b > 0 and (parent[b] == 0 or (parent[parent[b]] == 0 and not
+                                                     tb.body_joints[parent[b]]))
+                       for b in range(nbody)])
     simple = np.zeros(nbody, dtype=np.uint8)
     simple[0] = 1
     for b in range(1, nbody):
@@ -433,15 +470,19 @@ def _simple(tb, f: dict, sameframe: np.ndarray) -> np.ndarray:
         # Two rotational joints couple through the configuration, whatever M is at qpos0.
         # <body simple="false"> opts out (measured on 4.0: body_simple 0)
         opted_out = tb.body["el"][b].get("simple") == "false"
-        if parent[b] == 0 and not has_children[b] and sameframe[b] == SameFrame.BODY and \
-                rotational <= 1 and not opted_out and _diagonal_block(tb, f, b):
+        # every joint at the body origin, within the sameframe tolerance (measured on 4.0: a
+        # slide joint 1e-6 off the origin makes the body not simple)
+        centred = all(build._same(tb.jnt[j]["pos"], 0) for j in tb.body_joints[b])
+        if rooted[b] and not has_children[b] and sameframe[b] == SameFrame.BODY and \
+                rotational <= 1 and not opted_out and centred and _diagonal_block(tb, f, b):
             simple[b] = 2 if jtypes and all(t == JointType.SLIDE for t in jtypes) else 1
     return simple
 
 
 def _tendon_coupling(f: dict) -> dict:
-    """Tendons couple what they pass through, so their bodies are not simple (measured on
-    MuJoCo 4.0: the world stays simple unless the tendon has armature)."""
+    """A tendon with armature couples what it passes through (its armature enters M), so
+    those bodies, the world included, are not simple (measured on MuJoCo 4.0: a tendon
+    without armature, fixed or spatial, leaves body_simple as it is)."""
     simple = f["body_simple"].copy()
     for t in range(f.get("ntendon", 0)):
         adr, num = f["tendon_adr"][t], f["tendon_num"][t]
@@ -455,7 +496,7 @@ def _tendon_coupling(f: dict) -> dict:
                 body = f["geom_bodyid"][obj]
             else:
                 continue
-            if body != 0 or f["tendon_armature"][t] > 0:
+            if f["tendon_armature"][t] > 0:
                 simple[body] = 0
     nv = f["nv"]
     simplenum = np.zeros(nv, dtype=np.int32)

@@ -112,9 +112,12 @@ class TreeBuilder:
         self.body_geoms.append([])
         return body_id
 
-    def _fill(self, el: Element, body_id: int, frame: _Local) -> None:
-        """Adds the children of a body (or of a frame inside it) in document order."""
-        children_bodies = []
+    def _fill(self, el: Element, body_id: int, frame: _Local,
+              children_bodies: list | None = None) -> None:
+        """Adds the children of a body (or of a frame inside it) in document order. A frame's
+        child bodies join its body's list, numbered in document order with the others."""
+        own = children_bodies is None
+        children_bodies = [] if own else children_bodies
         for child in el.children:
             tag = child.tag
             if tag == "inertial":
@@ -131,14 +134,16 @@ class TreeBuilder:
                 self._light(child, body_id, frame)
             elif tag == "frame":
                 local = self._placement(child)
-                self._fill(child, body_id, frame.compose(local.pos, local.quat))
+                self._fill(child, body_id, frame.compose(local.pos, local.quat),
+                           children_bodies)
             elif tag == "body":
                 children_bodies.append((child, frame))
             else:
                 raise child.error(f"unsupported: <{tag}> inside <{el.tag}>")
         # Pre-order numbering: a body's own joints/geoms come first, then each child subtree.
-        for child, child_frame in children_bodies:
-            self._child_body(child, body_id, child_frame)
+        if own:
+            for child, child_frame in children_bodies:
+                self._child_body(child, body_id, child_frame)
 
     def _child_body(self, el: Element, parent: int, frame: _Local) -> None:
         local = self._placement(el)
@@ -185,7 +190,15 @@ class TreeBuilder:
             raise el.error("attribute 'range' must have range[0] < range[1]")
         actfrclimited = ctx.limited(el, "actuatorfrclimited", "actuatorfrcrange") \
             if is_joint else False
+        # Ball and free joints stay unlimited, actuatorfrclimited="true" too (measured on 4.0)
+        actfrclimited = actfrclimited and jtype in (JointType.HINGE, JointType.SLIDE)
         get = (lambda a, d: el.get(a, d)) if is_joint else (lambda a, d: d)
+        if get("springyield", 0.0) > 0:
+            raise el.error("unsupported: joint springyield (plasticity) is not implemented "
+                           "by mjx_lite")
+        springdamper = el.vec("springdamper", (0, 0)) if is_joint else np.zeros(2)
+        if np.any(springdamper != 0) and not np.all(springdamper > 0):
+            raise el.error("when defined, springdamper values must be positive")
         self.jnt.append(dict(
             type=int(jtype), bodyid=body_id, group=el.get("group", 0), limited=limited,
             actfrclimited=actfrclimited, actgravcomp=get("actuatorgravcomp", "false") == "true",
@@ -202,7 +215,7 @@ class TreeBuilder:
             ref=get("ref", 0.0) * scale, springref=get("springref", 0.0) * scale,
             armature=get("armature", 0.0),
             frictionloss=get("frictionloss", 0.0), springyield=get("springyield", 0.0),
-            springdamper=el.vec("springdamper", (0, 0)) if is_joint else np.zeros(2),
+            springdamper=springdamper,
             align=el.get("align", "auto") if el.tag == "freejoint" else "auto",
         ))
         self.body_joints[body_id].append(jnt_id)
@@ -271,6 +284,7 @@ class TreeBuilder:
         if el.get("fluidshape", "none") == "ellipsoid":
             fluid[0] = 1.0
             fluid[1:6] = el.vec("fluidcoef", (0.5, 0.25, 1.5, 1.0, 1.0))
+            fluid[6:] = _added_mass(_semiaxes(int(gtype), size))
         self.geom.append(dict(
             type=int(gtype), contype=el.get("contype", 1), conaffinity=el.get("conaffinity", 1),
             condim=el.get("condim", 3), bodyid=body_id, dataid=dataid,
@@ -286,6 +300,13 @@ class TreeBuilder:
         ))
         if el.get("condim", 3) not in (1, 3, 4, 6):
             raise el.error("attribute 'condim' must be 1, 3, 4 or 6")
+        # Stored in the Model for interop, but no contact in mjx_lite reads them.
+        if el.get("adhesion", 0.0) != 0:
+            raise el.error("unsupported: geom adhesion (contact adhesion force) is not "
+                           "implemented by mjx_lite")
+        if np.any(el.vec("surfacevel", np.zeros(6)) != 0):
+            raise el.error("unsupported: geom surfacevel (moving contact surfaces) is not "
+                           "implemented by mjx_lite")
 
     def _material(self, el: Element) -> int:
         if not el.has("material"):
@@ -603,6 +624,14 @@ def body_inertia(tb: TreeBuilder, f: dict, spec: Spec) -> dict:
         mass[b], ipos[b] = total, com
         if total > _MINVAL:
             inert[b], iquat[b] = inertia.principal(tensor)
+    for b in range(1, nbody):
+        if mass[b] == 0 and (tb.body["inertial"][b] is None or mode == "true"):
+            # A body without mass of its own: MuJoCo 4.0 leaves its inertial frame at the
+            # body's own pos/orientation as written (before any enclosing frame), so xipos is
+            # not the body origin (measured: body_ipos, body_iquat, sameframe, simple).
+            el = tb.body["el"][b]
+            ipos[b] = el.vec("pos", (0, 0, 0))
+            iquat[b] = frames.orientation(el, ctx.angle_scale, ctx.euler_seq)
     boundmass = spec.compiler("boundmass", 0.0)
     boundinertia = spec.compiler("boundinertia", 0.0)
     balance = spec.compiler("balanceinertia", "false") == "true"
@@ -681,6 +710,43 @@ def geom_fields(tb: TreeBuilder, nbody: int) -> dict:
         margin[b] = max(margin[b], info["margin"] + info["gap"])  # MuJoCo: margin + gap
     f.update(body_contype=contype, body_conaffinity=conaff, body_margin=margin)
     return f
+
+
+def _semiaxes(gtype: int, size) -> np.ndarray:
+    """Semi-axes of a geom's equivalent ellipsoid (as passive.geom_semiaxes)."""
+    r = size[0]
+    if gtype == GeomType.SPHERE:
+        return np.array([r, r, r])
+    if gtype == GeomType.CAPSULE:
+        return np.array([r, r, size[1] + r])
+    if gtype == GeomType.CYLINDER:
+        return np.array([r, r, size[1]])
+    return np.array(size[:3], dtype=float)
+
+
+def _added_mass(s: np.ndarray) -> np.ndarray:
+    """Virtual (added) mass and inertia per unit fluid density of an ellipsoid in potential
+    flow (geom_fluid[6:12], the fluid model's added-mass terms), from Lamb's coefficients
+    alpha_i = abc * int_0^inf dl / ((s_i^2 + l) sqrt(prod_j (s_j^2 + l))) in closed form
+    (Carlson's R_D). MuJoCo 4.0 evaluates the integral by quadrature: its values differ from
+    these by up to ~2e-6 relative."""
+    from scipy.special import elliprd
+
+    if np.any(s <= 0):
+        return np.zeros(6)
+    volume = 4.0 / 3.0 * np.pi * np.prod(s)
+    sq = s * s
+    alpha = np.array([2.0 / 3.0 * np.prod(s) * elliprd(sq[(i + 1) % 3], sq[(i + 2) % 3],
+                                                         sq[i]) for i in range(3)])
+    mass = volume * alpha / (2.0 - alpha)
+    inertia = np.zeros(3)
+    for i in range(3):
+        j, k = (i + 1) % 3, (i + 2) % 3
+        diff = sq[j] - sq[k]
+        den = 2.0 * diff + (sq[j] + sq[k]) * (alpha[j] - alpha[k])
+        if diff != 0 and den != 0:
+            inertia[i] = volume / 5.0 * diff * diff * (alpha[k] - alpha[j]) / den
+    return np.concatenate([mass, inertia])
 
 
 def _sameframe(pos, quat, ipos, iquat) -> int:

@@ -61,6 +61,9 @@ def build_contact(ctx: Context) -> dict:
         out["pair_gap"][i] = el.get("gap", 0.0)
         out["pair_friction"][i] = el.vec("friction", _FRICTION)
         out["pair_adhesion"][i] = el.get("adhesion", 0.0)
+        if out["pair_adhesion"][i] != 0:
+            raise el.error("unsupported: pair adhesion (contact adhesion force) is not "
+                           "implemented by mjx_lite")
     for _, el in excludes:
         ctx.register("exclude", el)
     out["npair"] = n

@@ -143,7 +143,7 @@ def build_sensors(ctx: Context) -> dict:
             objtype = {"site": ObjType.SITE, "jnt": ObjType.JOINT, "tendon": ObjType.TENDON,
                        "actuator": ObjType.ACTUATOR, "body": ObjType.BODY}[kind]
             objid = ctx.lookup(kind, el.get(attr), el, attr)
-        elif attr == "objname":
+        elif attr == "objname" and (el.tag != "user" or el.has("objtype")):
             objtype, okind = _FRAME_OBJ[el.get("objtype")]
             objid = ctx.lookup(okind, el.get("objname"), el, "objname")
 
