@@ -157,6 +157,12 @@ AUDIT_XML = {
           <body name="d"><geom size=".1"/></body></body>
         <frame><body name="e"><freejoint/><geom size=".1"/></body></frame>
         <body name="f"><geom size=".1"/></body></worldbody></mujoco>""",
+    # mesh sites are sized like mesh geoms, and keep their own frame
+    "mesh_site": """<mujoco><asset><mesh name="me" vertex="0 0 0 1 0 0 0 2 0 0 0 3 .6 .7 .9"/>
+      </asset><worldbody><body pos="0 0 1"><freejoint/><geom size=".1"/>
+        <geom type="mesh" mesh="me" pos="1 2 3" contype="0" conaffinity="0"/>
+        <site name="s" pos="1 2 3" euler="10 20 30" type="mesh" mesh="me"/></body>
+      </worldbody><sensor><framepos objtype="site" objname="s"/></sensor></mujoco>""",
     # a spatial tendon's automatic spring length is its length at qpos_spring (ref, springref)
     "spatial_lengthspring": """<mujoco><default><joint ref="10"/></default><worldbody>
         <body pos="0 0 1"><joint name="h" axis="0 1 0" springref="5"/><geom size=".1"/>

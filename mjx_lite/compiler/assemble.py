@@ -544,7 +544,7 @@ def _site_fields(tb, f: dict, sizes: dict) -> dict:
         site_matid=col("matid", np.int32), site_group=col("group", np.int32),
         site_sameframe=sameframe, site_size=col("size", float, (3,)), site_pos=pos,
         site_quat=quat, site_rgba=col("rgba", np.float32, (4,)),
-        site_dataid=np.full(n, -1, dtype=np.int32),
+        site_dataid=col("dataid", np.int32),
         site_user=build.user_array([i["user"] for i in s], tb.ctx.elements.get("site", []),
                                     sizes["nuser_site"], "site"),
     ) | _geom_sameframe(tb, f)

@@ -193,6 +193,9 @@ class TreeBuilder:
         # Ball and free joints stay unlimited, actuatorfrclimited="true" too (measured on 4.0)
         actfrclimited = actfrclimited and jtype in (JointType.HINGE, JointType.SLIDE)
         get = (lambda a, d: el.get(a, d)) if is_joint else (lambda a, d: d)
+        if el.tag == "freejoint" and el.get("align", "auto") == "true":
+            # as compiler alignfree="true": the body frame moves onto its inertial frame
+            raise el.error("unsupported: freejoint align='true' is not implemented by mjx_lite")
         if get("springyield", 0.0) > 0:
             raise el.error("unsupported: joint springyield (plasticity) is not implemented "
                            "by mjx_lite")
@@ -318,6 +321,13 @@ class TreeBuilder:
         ctx = self.ctx
         stype = _GEOM_TYPES[el.get("type", "sphere")]
         size = el.vec("size", (0.005, 0.005, 0.005))
+        dataid = -1
+        if el.has("mesh") != (stype == GeomType.MESH):
+            raise el.error("mesh sites need attribute 'mesh', and only mesh sites take it")
+        if stype == GeomType.MESH:
+            # Sized like a mesh geom, but the site frame stays where it was written (4.0)
+            dataid = ctx.lookup("mesh", el.get("mesh"), el, "mesh")
+            size = np.array(mesh_module.mesh_geom_size(self.meshes[dataid]), dtype=float)
         if not np.all(size[: max(_SIZE_COUNT[stype], 1)] > 0):
             raise el.error("site size must be positive")
         pos = el.vec("pos", (0, 0, 0))
@@ -330,6 +340,7 @@ class TreeBuilder:
                 size[1], size[2] = size[0], half
         placed = frame.compose(pos, quat)
         self.site.append(dict(type=int(stype), bodyid=body_id, matid=self._material(el),
+                              dataid=dataid,
                               group=el.get("group", 0), size=size, pos=placed.pos,
                               quat=placed.quat, user=el.get("user"), rgba=el.vec("rgba", _RGBA),
                               el=el))

@@ -13,7 +13,7 @@ import numpy as np
 
 from mjx_lite.compiler.actuators import user_array
 from mjx_lite.compiler.context import Context
-from mjx_lite.types import DataType, JointType, ObjType, SensorType, Stage
+from mjx_lite.types import DataType, GeomType, JointType, ObjType, SensorType, Stage
 
 R, P, A, Q = DataType.REAL, DataType.POSITIVE, DataType.AXIS, DataType.QUATERNION
 S1, S2, S3 = Stage.POS, Stage.VEL, Stage.ACC
@@ -147,6 +147,11 @@ def build_sensors(ctx: Context) -> dict:
             objtype, okind = _FRAME_OBJ[el.get("objtype")]
             objid = ctx.lookup(okind, el.get("objname"), el, "objname")
 
+        if el.tag == "touch" or (el.tag == "insidesite" and el.has("site")):
+            zone = objid if el.tag == "touch" else ctx.lookup("site", el.get("site"), el, "site")
+            if int(f["site_type"][zone]) == GeomType.MESH:
+                raise el.error(f"unsupported: {el.tag} sensor on a mesh site (MuJoCo tests the "
+                               "mesh volume) is not implemented by mjx_lite")
         if el.tag in _JOINT_SENSORS_SCALAR or el.tag in ("ballquat", "ballangvel"):
             jtype = int(f["jnt_type"][objid])
             if el.tag.startswith("ball"):
