@@ -107,6 +107,7 @@ def test_body_simple_attribute():
 # attribute audit): the whole model must match MuJoCo 4.0's.
 AUDIT_XML = {
     # joint springdamper="timeconst dampratio": stiffness and damping from the joint inertia
+    # (1 / dof_invweight0: a simple slider body's bare mass, armature left out)
     "springdamper": """<mujoco>
       <default><default class="sd"><joint springdamper=".3 .7"/></default></default>
       <worldbody>
@@ -119,6 +120,8 @@ AUDIT_XML = {
         <body pos="2 0 0"><joint type="free" springdamper=".2 .5"/><geom size=".1"/></body>
         <body pos="3 0 0"><joint type="slide" springdamper="0 0" stiffness="2"/>
           <geom size=".1"/></body>
+        <body pos="4 0 0"><joint type="slide" springdamper=".2 .5" armature=".5"/>
+          <geom size=".1" mass="2"/></body>
       </worldbody></mujoco>""",
     # tendons without armature leave body_simple alone (fixed and spatial)
     "tendon_simple": """<mujoco><worldbody>
@@ -204,7 +207,7 @@ def test_audited_attributes_match_mujoco(name):
     bad = failures(compare_model(m, mjm))
     assert not bad, "\n".join(bad)
     if name == "springdamper":
-        assert np.count_nonzero(mjm.jnt_stiffness) == 5  # the attribute is in use
+        assert np.count_nonzero(mjm.jnt_stiffness) == 6  # the attribute is in use
 
 
 def test_fluid_added_mass():
