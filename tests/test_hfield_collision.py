@@ -146,7 +146,8 @@ def hfield_states(mjm, rng: np.random.Generator, n: int) -> list[np.ndarray]:
     return out
 
 
-def hfield_sweep(g2: str, n: int, seed: int = 1, qposes=None, margin: float = 0.0) -> dict:
+def hfield_sweep(g2: str, n: int, seed: int = 1, qposes=None, margin: float = 0.0,
+                 rounding: tuple[float, float] | None = None) -> dict:
     """Worst errors of our height-field contacts vs MuJoCo's over n states (``margin`` per
     geom).
 
@@ -155,6 +156,10 @@ def hfield_sweep(g2: str, n: int, seed: int = 1, qposes=None, margin: float = 0.
     plane (same dist and normal: a flat patch of a prism face where EPA picks another point).
     ``tie``: contacts beyond the tolerance that equal MuJoCo's own at a pose a rounding-level
     perturbation away (``_rounding_ties``); ``off``: the rest.
+    ``rounding``: (dist, frame) tolerances "to rounding"; matched contacts within the tolerance
+    but beyond these that MuJoCo itself gives within them at such a perturbed pose count in
+    ``rtie`` and are left out of dist/pos/frame (a tie on rounding noise, ours one of
+    MuJoCo's own outcomes); the rest enter them as before.
     """
     mjm = hfield_model(g2, margin)
     if qposes is None:
@@ -163,7 +168,7 @@ def hfield_sweep(g2: str, n: int, seed: int = 1, qposes=None, margin: float = 0.
     size = float(mjm.geom_rbound[1])
     dtol = max(1e-5, 10 * mjm.opt.ccd_tolerance * size)
     worst = {"dist": 0.0, "pos": 0.0, "frame": 0.0, "params": 0.0, "ncon": 0, "maxcon": 0,
-             "face": 0, "count_off": 0, "off": 0, "tie": 0}
+             "face": 0, "count_off": 0, "off": 0, "tie": 0, "rtie": 0}
     for q, o, t in zip(qposes, ours, theirs):
         worst["ncon"] += len(t)
         worst["maxcon"] = max(worst["maxcon"], len(t))
@@ -172,13 +177,22 @@ def hfield_sweep(g2: str, n: int, seed: int = 1, qposes=None, margin: float = 0.
             continue
         if not t:
             continue
-        off = []
+        off, near = [], {}
         for kind, j, (ed, ef, ep) in _match(o, t, dtol):
             if kind == "off":
                 off.append(j)
             elif kind == "face":
                 worst["face"] += 1
+            elif rounding and (ed > rounding[0] or ef > rounding[1]):
+                near[j] = (ed, ef, ep)
             else:
+                worst["dist"] = max(worst["dist"], ed)
+                worst["frame"] = max(worst["frame"], ef)
+                worst["pos"] = max(worst["pos"], ep)
+        if near:
+            ties = _rounding_ties(mjm, q, o, list(near), *rounding)
+            worst["rtie"] += len(ties)
+            for ed, ef, ep in (near[j] for j in near if j not in ties):
                 worst["dist"] = max(worst["dist"], ed)
                 worst["frame"] = max(worst["frame"], ef)
                 worst["pos"] = max(worst["pos"], ep)
@@ -190,11 +204,12 @@ def hfield_sweep(g2: str, n: int, seed: int = 1, qposes=None, margin: float = 0.
     return worst
 
 
-def _match(ours: list[dict], theirs: list[dict], dtol: float):
+def _match(ours: list[dict], theirs: list[dict], dtol: float, ftol: float = HFIELD_TOL["frame"]):
     """(kind, index into ours, errors) per pair of the one-to-one matching of MuJoCo's contacts
-    to ours with the most within the tolerances (then the nearest), as an assignment problem
-    (a greedy nearest-first matching lets one contact take another's partner)."""
-    grade = [[_grade(x, c, dtol) for x in ours] for c in theirs]
+    to ours with the most within the tolerances (dist ``dtol``, normal ``ftol``; then the
+    nearest), as an assignment problem (a greedy nearest-first matching lets one contact take
+    another's partner)."""
+    grade = [[_grade(x, c, dtol, ftol) for x in ours] for c in theirs]
     cost = np.array([[_RANK[g[0]] + g[1] for g in row] for row in grade])
     return [(grade[i][j][0], j, grade[i][j][2]) for i, j in zip(*linear_sum_assignment(cost))]
 
@@ -204,9 +219,11 @@ TIE_SCALES = (1e-15, 1e-14)
 TIE_SAMPLES = 256
 
 
-def _rounding_ties(mjm, qpos, ours: list[dict], off: list[int], dtol: float) -> set[int]:
+def _rounding_ties(mjm, qpos, ours: list[dict], off: list[int], dtol: float,
+                   ftol: float = HFIELD_TOL["frame"]) -> set[int]:
     """The contacts of ``off`` (indices into ``ours``) that MuJoCo itself gives, within the
-    tolerances, at a pose perturbed from ``qpos`` by a few ulps (``TIE_SCALES``).
+    tolerances (dist ``dtol``, normal ``ftol``), at a pose perturbed from ``qpos`` by a few
+    ulps (``TIE_SCALES``).
 
     MuJoCo's EPA on a prism stops at a face chosen by signs and comparisons of rounding noise
     (a box edge's component of the face normal, equal support values; hfield_ccd_reference),
@@ -230,7 +247,7 @@ def _rounding_ties(mjm, qpos, ours: list[dict], off: list[int], dtol: float) -> 
             theirs = [tc._mj_contact(c) for c in mjd.contact[: mjd.ncon]]
             if len(theirs) != len(ours):
                 continue
-            found = {j for kind, j, _ in _match(ours, theirs, dtol) if kind != "off"} & left
+            found = {j for kind, j, _ in _match(ours, theirs, dtol, ftol) if kind != "off"} & left
             ties |= found
             left -= found
             if not left:
@@ -241,14 +258,14 @@ def _rounding_ties(mjm, qpos, ours: list[dict], off: list[int], dtol: float) -> 
 _RANK = {"ok": 0.0, "face": 1.0, "off": 1e3}
 
 
-def _grade(ours: dict, theirs: dict, dtol: float):
+def _grade(ours: dict, theirs: dict, dtol: float, ftol: float = HFIELD_TOL["frame"]):
     """("ok" | "face" | "off", distance for the matching, (dist, frame, pos) errors) of one
-    of our contacts taken for one of MuJoCo's."""
+    of our contacts taken for one of MuJoCo's (dist tolerance ``dtol``, normal ``ftol``)."""
     ed = abs(float(ours["dist"] - theirs["dist"]))
     ef = float(np.abs(ours["frame"][:3] - theirs["frame"][:3]).max())
     ep = float(np.abs(ours["pos"] - theirs["pos"]).max())
     kind = "ok"
-    if ed > dtol or ef > HFIELD_TOL["frame"]:
+    if ed > dtol or ef > ftol:
         kind = "off"
     elif ep > HFIELD_TOL["pos"]:
         off_plane = abs(np.dot(theirs["frame"][:3], ours["pos"] - theirs["pos"]))
@@ -361,8 +378,18 @@ def test_hfield_margin_matches_mujoco(g2):
     ones, the smooth-shape query (a box is no longer discrete) on both shapes grown by half
     the pair's margin, dist = margin - depth (normals up to ~1e-3 off the converged ones).
     Before this rule, in the margin acceptance table: ellipsoid 1177 of 1740 contacts off,
-    box 7 of 1966."""
-    w = hfield_sweep(g2, n=4, margin=0.01)
+    box 7 of 1966.
+
+    To rounding, but for rounding ties (``rtie``): contacts where MuJoCo's own normal moves
+    by ~1e-5 under a 1e-15 perturbation of the pose and ours is one of its outcomes there,
+    within 1e-9 (``_rounding_ties`` at the to-rounding tolerances). Measured 2026-12-05 on the
+    ellipsoid's 4 poses: 3 such contacts (MuJoCo pose 0 contacts 3 and 5, pose 2 contact 45;
+    normals 1.14e-5, 4.1e-6 and 1.18e-5 off MuJoCo's at the exact pose, the same under the
+    CI's and the default XLA flags; an earlier venv's run had them on MuJoCo's side of the
+    tie, the other contacts within 5.1e-10); at 256 poses perturbed
+    by 1e-15 MuJoCo gives ours at 225, 186 and 157, its exact-pose contact at 31, 70 and
+    99."""
+    w = hfield_sweep(g2, n=4, margin=0.01, rounding=(1e-8, 1e-9))
     assert w["ncon"] > 100 and w["count_off"] == 0 and w["off"] == 0, w
     # to rounding since 4.0's S1D/S2D and centroid (n=50: ellipsoid frame 2.2e-5 -> 2.9e-12)
     assert w["frame"] < 1e-9 and w["dist"] < 1e-8, w
