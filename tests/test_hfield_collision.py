@@ -280,7 +280,8 @@ def reference_sweep(g2: str, n: int, seed: int = 1) -> dict:
 
     mjm = hfield_model(g2)
     mjd = mujoco.MjData(mjm)
-    worst = {"ncon": 0, "count_off": 0, "off": 0, "dist": 0.0, "pos": 0.0, "frame": 0.0}
+    worst = {"ncon": 0, "count_off": 0, "off": 0, "tie": 0, "dist": 0.0, "pos": 0.0,
+             "frame": 0.0}
     for q in hfield_states(mjm, np.random.default_rng(seed), n):
         mjd.qpos[:] = q
         mujoco.mj_forward(mjm, mjd)
@@ -289,14 +290,24 @@ def reference_sweep(g2: str, n: int, seed: int = 1) -> dict:
         if len(out) != mjd.ncon:
             worst["count_off"] += 1
             continue
-        for c, (dist, normal, pos) in zip(mjd.contact[: mjd.ncon], out):
+        off = []
+        for i, (c, (dist, normal, pos)) in enumerate(zip(mjd.contact[: mjd.ncon], out)):
             e = {"dist": abs(c.dist - dist), "frame": float(np.abs(c.frame[:3] - normal).max()),
                  "pos": float(np.abs(c.pos - pos).max())}
             if max(e.values()) > REFERENCE_TOL:
-                worst["off"] += 1
+                off.append(i)
                 continue
             for f, v in e.items():
                 worst[f] = max(worst[f], v)
+        if off:
+            # MuJoCo's own contact at a tie flips under ulp-level moves of the pose (and moved
+            # with session 47's environment: box 4/19 and 7/6, MuJoCo gives the model's contact
+            # at 28 and 66 of 128 perturbed poses); only contacts MuJoCo is seen to give count
+            ours = [{"dist": dist, "frame": np.asarray(normal), "pos": np.asarray(pos)}
+                    for dist, normal, pos in out]
+            ties = _rounding_ties(mjm, q, ours, off, REFERENCE_TOL, REFERENCE_TOL)
+            worst["tie"] += len(ties)
+            worst["off"] += len(off) - len(ties)
     return worst
 
 
@@ -308,7 +319,9 @@ def test_hfield_reference_matches_mujoco():
     """The rule behind 4.0's hfield-polytope contacts (4.0's GJK, which has no tetrahedron
     walk, then EPA stopped at the first repeated partner vertex, see hfield_ccd_reference),
     checked on MuJoCo itself: every pebble and box contact (with the walk of earlier
-    sources, 27 of the 287 box contacts were off)."""
+    sources, 27 of the 287 box contacts were off), but for contacts where MuJoCo's own result
+    is a rounding tie that it is seen to resolve our way at a pose perturbed by a few ulps
+    (``_rounding_ties``; 2 box contacts in session 47's environment, 0 before)."""
     w = reference_sweep("pebble", 8)
     assert w["ncon"] > 100 and w["count_off"] == 0 and w["off"] == 0, w
     w = reference_sweep("box", 8)
