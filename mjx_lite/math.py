@@ -306,6 +306,15 @@ def rounded(x):
     return tuple(_round_product(t) for t in x) if isinstance(x, tuple) else _round_product(x)
 
 
+def rounded_cross(a, b):
+    """a x b (..., 3) with each product rounded before the difference (``rounded``: no fused
+    multiply-add), as MuJoCo's x86-64 build and numpy compute it; the collision ports whose
+    ties are decided by the last bit use it."""
+    left, right = rounded((a[..., _CROSS_A] * b[..., _CROSS_B],
+                           a[..., _CROSS_B] * b[..., _CROSS_A]))
+    return left - right
+
+
 def dot3(a: jax.Array, b: jax.Array) -> jax.Array:
     """a . b over a last axis of 3, broadcasting: the products rounded (``rounded``) and
     summed left to right, as ``jp.sum(a * b, -1)`` computes it, but elementwise. That sum is

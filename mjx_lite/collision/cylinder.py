@@ -145,7 +145,7 @@ def clip_polygon(face, cnt, normal, subject, scnt, cap: int):
     K = face.shape[0]
     k = jp.arange(K)
     nxt = face[where(k + 1 < cnt, k + 1, 0)]
-    side = multiccd.rounded_cross(nxt - face, (face + normal) - face)
+    side = math.rounded_cross(nxt - face, (face + normal) - face)
     sq = math.dot3(side, side)
     norm = where(sq > 0, jp.sqrt(where(sq > 0, sq, 1.0)), 0.0)  # finite gradient at 0
     small = norm < 1e-15

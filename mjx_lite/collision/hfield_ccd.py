@@ -60,7 +60,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.math import argmax, dot3, lanewise, rounded, where
+from mjx_lite.math import argmax, dot3, lanewise, rounded, rounded_cross, where
 from mjx_lite.types import GeomType
 
 MINVAL = 1e-15
@@ -82,14 +82,8 @@ CORE = {GeomType.SPHERE: "point", GeomType.CAPSULE: "segment"}
 # ---- vector helpers in numpy's evaluation order
 #
 # Products are rounded before they are summed (``rounded``: no fused multiply-add), as the
-# exact ties of axis-aligned poses (box faces parallel to prism faces) need.
-
-_I0, _I1, _I2 = np.array([1, 2, 0]), np.array([2, 0, 1]), np.array([0, 1, 2])
-
-
-def _cross(a, b):
-    left, right = rounded((a[..., _I0] * b[..., _I1], a[..., _I1] * b[..., _I0]))
-    return left - right
+# exact ties of axis-aligned poses (box faces parallel to prism faces) need
+# (``math.rounded_cross`` for cross products).
 
 
 def _wsum(w, v):
@@ -120,7 +114,7 @@ def _sdiv(a, b):
 def _plane_point(v1, v2, v3):
     """Projection of the origin on the plane of v1 v2 v3: (point, degenerate)."""
     d21, d31, d32 = v2 - v1, v3 - v1, v3 - v2
-    n1, n2, n3 = _cross(d32, d21), _cross(d21, d31), _cross(d31, d32)
+    n1, n2, n3 = rounded_cross(d32, d21), rounded_cross(d21, d31), rounded_cross(d31, d32)
     nn1, nn2, nn3 = dot3(n1, n1), dot3(n2, n2), dot3(n3, n3)
     nv1, nv2, nv3 = dot3(n1, v2), dot3(n2, v1), dot3(n3, v3)
     ok1 = (nv1 != 0) & (nn1 > MINVAL)
@@ -156,7 +150,7 @@ def _line_weights(s1, s2):
 
 
 def _minors(s1, s2, s3):
-    return _cross(s2, s3) - _cross(s1, s3) + _cross(s1, s2)
+    return rounded_cross(s2, s3) - rounded_cross(s1, s3) + rounded_cross(s1, s2)
 
 
 def _area(a, b, c, x, y):
@@ -226,9 +220,9 @@ def _tri_weights(s1, s2, s3):
 
 
 def _tet_weights(s1, s2, s3, s4):
-    c34 = _cross(s3, s4)
-    c = jp.stack([-dot3(s2, c34), dot3(s1, c34), -dot3(s1, _cross(s2, s4)),
-                  dot3(s1, _cross(s2, s3))])
+    c34 = rounded_cross(s3, s4)
+    c = jp.stack([-dot3(s2, c34), dot3(s1, c34), -dot3(s1, rounded_cross(s2, s4)),
+                  dot3(s1, rounded_cross(s2, s3))])
     det = c[0] + c[1] + c[2] + c[3]
     inside = _same(det, c)
     best = _best_face([s1, s2, s3, s4], inside, _tri_weights)
@@ -540,7 +534,7 @@ def _first_flat(W, faces):
 
 
 def _same_side(p0, p1, p2, p3):
-    nrm = _cross(p1 - p0, p2 - p0)
+    nrm = rounded_cross(p1 - p0, p2 - p0)
     a, b = dot3(nrm, p3 - p0), dot3(nrm, -p0)
     return ((a > 0) & (b > 0)) | ((a < 0) & (b < 0))
 
@@ -563,7 +557,8 @@ def _ray_triangle(p, q, a, b, c):
     [b', c', d], [c', a', d] of the triangle's vertices a', b', c' and the segment's d = q - p,
     all relative to p; the segment crosses the triangle where they share a sign."""
     d, a, b, c = q - p, a - p, b - p, c - p
-    return jp.stack([dot3(a, _cross(b, d)), dot3(b, _cross(c, d)), dot3(c, _cross(a, d))])
+    return jp.stack([dot3(a, rounded_cross(b, d)), dot3(b, rounded_cross(c, d)),
+                     dot3(c, rounded_cross(a, d))])
 
 
 def _recover_hexa(o):
@@ -630,7 +625,7 @@ def _initial_polytope(sh: Shapes, n, TA, TB, TD):
     # the segment's hexahedron
     diff = W4[1] - W4[0]
     ax = jp.argmin(jp.abs(diff))  # the first axis of least extent
-    d1 = _cross(jp.zeros(3, dt).at[ax].set(1.0), diff)
+    d1 = rounded_cross(jp.zeros(3, dt).at[ax].set(1.0), diff)
     R = _rotation120(diff)
     d2 = jp.stack([dot3(R[i], d1) for i in range(3)])
     d3 = jp.stack([dot3(R[i], d2) for i in range(3)])
@@ -643,7 +638,7 @@ def _initial_polytope(sh: Shapes, n, TA, TB, TD):
                 where(n == 4, jp.asarray(_TET_FACES)[tet_j], jp.asarray(_SEG_FACES)[seg_j]))
     base = tuple(x[tri] for x in pick(n == 2, seg, tet5))
     Wt = base[0]
-    nrm = _cross(Wt[1] - Wt[0], Wt[2] - Wt[0])
+    nrm = rounded_cross(Wt[1] - Wt[0], Wt[2] - Wt[0])
     nn = jp.sqrt(dot3(nrm, nrm))
     below = _support_along(sh, -nrm, nn)  # MuJoCo takes this one first
     above = _support_along(sh, nrm, nn)

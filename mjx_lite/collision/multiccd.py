@@ -222,14 +222,6 @@ def compact(x, mask, cap: int):
     return out, jp.minimum(jp.sum(mask), cap)
 
 
-def rounded_cross(a, b):
-    """a x b (..., 3) with each product rounded before the difference (``math.rounded``: no
-    fused multiply-add), as MuJoCo's x86-64 build computes it."""
-    i0, i1 = np.array([1, 2, 0]), np.array([2, 0, 1])
-    left, right = math.rounded((a[..., i0] * b[..., i1], a[..., i1] * b[..., i0]))
-    return left - right
-
-
 def polygon_quad(p, cnt, cap: int, skip=False):
     """MuJoCo's greedy search for a maximal-area quadrilateral in a convex polygon of
     ``cnt`` > 4 corners: from (0, 1, 2, 3), for each first corner ``a`` advance the fourth
@@ -251,7 +243,7 @@ def polygon_quad(p, cnt, cap: int, skip=False):
 
     def area(i):
         a, b, c, d = q[i[0]], q[i[1]], q[i[2]], q[i[3]]
-        cr = rounded_cross(a - c, b - d)
+        cr = math.rounded_cross(a - c, b - d)
         return 0.5 * jp.sqrt(math.dot3(cr, cr))
 
     def step(st):
