@@ -35,7 +35,6 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite import smooth
 from mjx_lite.constraint import (
     CONE,
     CONTACT_ELLIPTIC,
@@ -57,6 +56,7 @@ from mjx_lite.solver import (
     _plan,
     _qcqp,
     _safe_sqrt,
+    dual_terms,
 )
 from mjx_lite.types import Data, Model
 
@@ -104,9 +104,7 @@ def noslip(m: Model, d: Data, *, loop: str = "fixed") -> Data:
     if p.nefc == 0 or m.opt.noslip_iterations <= 0:
         return d
     dtype = d.efc_force.dtype
-    minv_jt = smooth.solve_m(m, d, d.efc_J.T)  # (nv, nefc)
-    a = d.efc_J @ minv_jt
-    b = d.efc_J @ d.qacc_smooth - d.efc_aref
+    minv_jt, a, b = dual_terms(m, d)
     act = d.efc_active
     floss = d.efc_frictionloss
     isl = _islands(m, d)

@@ -883,6 +883,14 @@ def _contact_order(m: Model, d: Data, p: RowPlan) -> jax.Array:
     return jp.argsort(jp.argsort(slot_key)).astype(jp.int32)
 
 
+def dual_terms(m: Model, d: Data):
+    """The dual problem's data (seed 002's Solver section): M^-1 J' (nv, nefc), A = J M^-1 J'
+    and b = J qacc_smooth - aref; the forces f give qacc = qacc_smooth + M^-1 J' f. PGS adds R
+    to A; noslip (``noslip.py``) works on A without it."""
+    minv_jt = smooth.solve_m(m, d, d.efc_J.T)
+    return minv_jt, d.efc_J @ minv_jt, d.efc_J @ d.qacc_smooth - d.efc_aref
+
+
 def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
     """Projected Gauss-Seidel on the dual, as MuJoCo 4.0 runs it:
     min 0.5 f'(A + R) f + f'(J a0 - aref), f in Omega.
@@ -899,9 +907,8 @@ def _solve_pgs(m: Model, d: Data, p: RowPlan, loop: str):
     count, and since no row couples two islands, visiting one island's units after another's
     is the same as solving them one at a time.
     """
-    minv_jt = smooth.solve_m(m, d, d.efc_J.T)  # (nv, nefc)
-    ar = d.efc_J @ minv_jt + jp.diag(d.efc_R)
-    b = d.efc_J @ d.qacc_smooth - d.efc_aref
+    minv_jt, a, b = dual_terms(m, d)
+    ar = a + jp.diag(d.efc_R)
     act = d.efc_active
     blocks = p.elliptic and p.nc > 0
     nscalar = p.ne + p.nf + p.nl if blocks else p.nefc
