@@ -179,14 +179,21 @@ def gravcomp(m: Model, d: Data) -> jax.Array:
     return apply_ft(m, d, force, jp.zeros_like(force), d.xipos[bodies], bodies)
 
 
+def semiaxes(gtype, size, xp=jp):
+    """Semi-axes (..., 3) of the equivalent ellipsoids of geoms of types ``gtype`` (static,
+    (...)) and sizes (..., 3) (mju_geomSemiAxes); ``xp``: jax.numpy, or numpy (the compiler's
+    added-mass table)."""
+    gtype = np.asarray(gtype)[..., None]
+    r = size[..., :1]
+    out = xp.where(gtype == GeomType.SPHERE, xp.concatenate([r, r, r], -1), size)
+    out = xp.where(gtype == GeomType.CAPSULE, xp.concatenate([r, r, size[..., 1:2] + r], -1),
+                   out)
+    return xp.where(gtype == GeomType.CYLINDER, xp.concatenate([r, r, size[..., 1:2]], -1), out)
+
+
 def geom_semiaxes(m: Model) -> jax.Array:
-    """(ngeom, 3) semi-axes of each geom's equivalent ellipsoid (mju_geomSemiAxes)."""
-    gtype = np.asarray(m.geom_type)[:, None]
-    s = m.geom_size
-    r = s[:, :1]
-    out = where(gtype == GeomType.SPHERE, jp.concatenate([r, r, r], 1), s)
-    out = where(gtype == GeomType.CAPSULE, jp.concatenate([r, r, s[:, 1:2] + r], 1), out)
-    return where(gtype == GeomType.CYLINDER, jp.concatenate([r, r, s[:, 1:2]], 1), out)
+    """(ngeom, 3) semi-axes of each geom's equivalent ellipsoid (``semiaxes``)."""
+    return semiaxes(m.geom_type, m.geom_size)
 
 
 def _inertia_box_fluid(m: Model, d: Data, bodies: np.ndarray, use) -> jax.Array:

@@ -15,6 +15,7 @@ from mjx_lite.compiler import mesh as mesh_module
 from mjx_lite.compiler.context import Context
 from mjx_lite.compiler.frames import quat_mul, quat_rotate
 from mjx_lite.compiler.parse import Element, Spec
+from mjx_lite.passive import semiaxes
 from mjx_lite.types import GeomType, JointType, SameFrame
 
 _JOINT_TYPES = {"free": JointType.FREE, "ball": JointType.BALL, "slide": JointType.SLIDE,
@@ -287,7 +288,7 @@ class TreeBuilder:
         if el.get("fluidshape", "none") == "ellipsoid":
             fluid[0] = 1.0
             fluid[1:6] = el.vec("fluidcoef", (0.5, 0.25, 1.5, 1.0, 1.0))
-            fluid[6:] = _added_mass(_semiaxes(int(gtype), size))
+            fluid[6:] = _added_mass(semiaxes(int(gtype), np.asarray(size, float), np))
         self.geom.append(dict(
             type=int(gtype), contype=el.get("contype", 1), conaffinity=el.get("conaffinity", 1),
             condim=el.get("condim", 3), bodyid=body_id, dataid=dataid,
@@ -721,18 +722,6 @@ def geom_fields(tb: TreeBuilder, nbody: int) -> dict:
         margin[b] = max(margin[b], info["margin"] + info["gap"])  # MuJoCo: margin + gap
     f.update(body_contype=contype, body_conaffinity=conaff, body_margin=margin)
     return f
-
-
-def _semiaxes(gtype: int, size) -> np.ndarray:
-    """Semi-axes of a geom's equivalent ellipsoid (as passive.geom_semiaxes)."""
-    r = size[0]
-    if gtype == GeomType.SPHERE:
-        return np.array([r, r, r])
-    if gtype == GeomType.CAPSULE:
-        return np.array([r, r, size[1] + r])
-    if gtype == GeomType.CYLINDER:
-        return np.array([r, r, size[1]])
-    return np.array(size[:3], dtype=float)
 
 
 def _added_mass(s: np.ndarray) -> np.ndarray:
