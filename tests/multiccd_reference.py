@@ -142,13 +142,15 @@ def _feature_edges(polys, feature):
     return []
 
 
-def multicontact(mjm, d, n: np.ndarray, margin: float = 0.0):
+def multicontact(mjm, d, n: np.ndarray, margin: float = 0.0, features=None):
     """Contacts (dist, pos) of box/mesh geoms 0 and 1 for the EPA normal n, or None where
-    MuJoCo keeps its single EPA contact."""
+    MuJoCo keeps its single EPA contact. ``features``: None (each geom's support set along
+    n), or the two geoms' feature vertex ids (MuJoCo 4.0's: the distinct ids of its EPA
+    nearest face or GJK's final simplex, increasing)."""
     w1, p1, n1 = hull(mjm, d, 0)
     w2, p2, n2 = hull(mjm, d, 1)
     size = float(max(mjm.geom_rbound[:2]))
-    f1, f2 = _feature(w1, n, size), _feature(w2, -n, size)
+    f1, f2 = features or (_feature(w1, n, size), _feature(w2, -n, size))
     c1, c2 = _feature_faces(p1, f1), _feature_faces(p2, f2)
     pairs = [(i, j) for i in c1 for j in c2 if n1[i] @ n2[j] < -FACE_TOL]
     if pairs:

@@ -206,7 +206,9 @@ def test_convex_acceptance():
              "ours (ours within oracle_err of the independent optimum depth, MuJoCo off it by",
              "mj_short). Pairs with a smooth geom take MuJoCo's own GJK/EPA search where they",
              "touch or penetrate (collision.nativeccd); before it, MuJoCo's EPA stopped short",
-             "of ours at 19 of 37 ellipsoid-box and 26 of 32 ellipsoid-ellipsoid contacts.", ""]
+             "of ours at 19 of 37 ellipsoid-box and 26 of 32 ellipsoid-ellipsoid contacts.",
+             "Box-mesh and mesh-mesh take it too (nativeccd.POLY_PAIRS); before, their",
+             "converged contacts were up to 1.8e-5 (frame) and 7.8e-5 (pos) off MuJoCo's.", ""]
     for name in PAIRS:
         w = sweep(name, n=50)
         lines.append(
@@ -312,14 +314,17 @@ MULTI_FILE = ACCEPTANCE_FILE.with_name("collision_multiccd.txt")
 
 def _rule_on_mujoco_normal(mjm, qposes, margin: float = 0.0):
     """Our multi-contact rule (multiccd.manifold) fed with MuJoCo's own GJK/EPA result (its
-    single contact with multiccd disabled), per state: [(dist, pos)] of the valid contacts,
-    MuJoCo's EPA normal (None without contact) and ours. One jit for all states."""
+    single contact with multiccd disabled) and the features of our port of its search
+    (``nativeccd``; the ids agree with libmujoco's but where its hill-climbing support
+    breaks a tie of mesh vertices the other way), per state: [(dist, pos)] of the valid
+    contacts, MuJoCo's EPA normal (None without contact) and ours. One jit for all
+    states."""
     import jax
     import jax.numpy as jp
     import multiccd_reference as ref
 
     from mjx_lite import interop
-    from mjx_lite.collision import convex, driver, multiccd
+    from mjx_lite.collision import driver, multiccd, nativeccd
 
     m = interop.model_from_mujoco(mjm)
     g = np.array([0, 1])
@@ -342,27 +347,34 @@ def _rule_on_mujoco_normal(mjm, qposes, margin: float = 0.0):
     size = jp.asarray(mjm.geom_size[:2])
 
     def one(xpos, xmat, dist, n, pos):
-        epa = convex.signed_distance(types[0], types[1], xpos[0], xmat[0], size[0], verts[0],
-                                     xpos[1], xmat[1], size[1], verts[1])
+        epa, gen = nativeccd.signed_distance(
+            types[0], types[1], (xpos[0], xmat[0], size[0], verts[0], xpos[1], xmat[1],
+                                 size[1], verts[1]), jp.asarray(margin))
         return multiccd.manifold(types[0], types[1], dist, n, pos, xpos[0], xmat[0], size[0],
                                  verts[0], tables[0], xpos[1], xmat[1], size[1], verts[1],
-                                 tables[1], margin), epa[1]
+                                 tables[1], margin, (gen[4], gen[3], gen[2])), epa[1], \
+            (gen[4], gen[3], gen[2])
 
-    out, epa_n = jax.jit(jax.vmap(one))(xpos, xmat, dist, n, pos)
+    out, epa_n, (ids1, ids2, taken) = jax.jit(jax.vmap(one))(xpos, xmat, dist, n, pos)
     od, op, _, ov = (np.asarray(x) for x in out)
+    feats = [(sorted({int(i) for i in ids1[k]}), sorted({int(i) for i in ids2[k]}))
+             if taken[k] else None for k in range(len(qposes))]
     return [[(float(od[k, j]), op[k, j]) for j in range(od.shape[1]) if ov[k, j]]
-            for k in range(len(qposes))], mj_normal, np.asarray(epa_n)
+            for k in range(len(qposes))], mj_normal, np.asarray(epa_n), feats
 
 
 def multi_sweep(name: str, n: int, seed: int = 1, margin: float = 0.0) -> dict:
     """Our multi-contact vs MuJoCo's over n near-contact states (``margin`` per geom).
 
-    ``rule``: worst error of our rule fed with MuJoCo's own GJK/EPA result (the port of the
-    measured rule, isolated from GJK/EPA); ``rule_off`` counts states where it is off by more
-    than 1e-6 or gives another count (``rule_off_count``; there the numpy model
-    tests/multiccd_reference.py must give our count: the measured rule's gaps).
-    Full pipeline: where MuJoCo's EPA normal is ours within the normal tolerance and the rule
-    is exact, same count and dist/pos/frame within tolerance (worst reported); elsewhere
+    ``rule``: worst error of our rule fed with MuJoCo's own GJK/EPA result and our search's
+    features (the port of the measured rule, isolated from GJK/EPA); ``rule_off`` counts
+    states where it is off by more than 1e-6 or gives another count (``rule_off_count``;
+    there the numpy model tests/multiccd_reference.py, given the same features, must give
+    our count: the measured rule's gaps, or a feature where MuJoCo's hill-climbing mesh
+    support breaks a tie the other way).
+    Full pipeline: where MuJoCo's EPA normal is ours (``nativeccd``'s search) within the
+    normal tolerance and the rule is exact, same count and dist/pos/frame within tolerance
+    (worst reported); elsewhere
     (``epa``) MuJoCo's EPA stopped short of the optimum (on the curved pebble by up to 1e-1
     rad) and the face choice and every point move with the normal: there our normal must
     separate at least as well as MuJoCo's (``oracle``'s gap); ``epa_count``: those of them
@@ -374,7 +386,7 @@ def multi_sweep(name: str, n: int, seed: int = 1, margin: float = 0.0) -> dict:
     mjm = pair_model(g1, g2, margin=margin)
     qposes = tc.random_states(mjm, np.random.default_rng(seed), n)
     ours, theirs = tc.ours_and_theirs(mjm, qposes)
-    given, mj_normal, epa_normal = _rule_on_mujoco_normal(mjm, qposes, 2 * margin)
+    given, mj_normal, epa_normal, feats = _rule_on_mujoco_normal(mjm, qposes, 2 * margin)
     size = float(np.max(mjm.geom_rbound[:2]))
     tol = {"dist": max(1e-5, 10 * mjm.opt.ccd_tolerance * size), "pos": 1e-4, "frame": 1e-4}
     worst = {"dist": 0.0, "pos": 0.0, "frame": 0.0, "rule": 0.0, "ncon": 0, "multi": 0,
@@ -391,7 +403,7 @@ def multi_sweep(name: str, n: int, seed: int = 1, margin: float = 0.0) -> dict:
             d = mujoco.MjData(mjm)
             d.qpos[:] = qposes[k]
             mujoco.mj_forward(mjm, d)
-            got = ref.multicontact(mjm, d, mj_normal[k], 2 * margin)
+            got = ref.multicontact(mjm, d, mj_normal[k], 2 * margin, feats[k])
             assert (1 if got is None else len(got)) == len(gv), (name, k, len(gv), len(t))
             worst["rule_off"] += 1
             worst["rule_off_count"] += 1
@@ -456,9 +468,11 @@ def test_multiccd_box_dodecahedron():
 def test_multiccd_acceptance():
     lines = ["box/mesh multi-contact (mjx_lite.collision.multiccd) vs MuJoCo 4.0 mj_forward,",
              "50 random near-contact states per pair, margin 0 (test_convex.multi_sweep).",
-             "rule: worst |dist|,|pos| error of our rule fed with MuJoCo's normal; rule_off:",
+             "rule: worst |dist|,|pos| error of our rule fed with MuJoCo's normal and the",
+             "features (vertex ids) of our port of its search (collision.nativeccd); rule_off:",
              "states where it is off by > 1e-6 (worst err; of them with another count, where",
-             "multiccd_reference.py gives our count too), the measured rule's mesh gaps;",
+             "multiccd_reference.py gives our count too): mesh-vertex ties its hill-climb",
+             "breaks the other way;",
              "dist/pos/frame: full pipeline where the normals agree within 1e-4 (same count",
              "there); epa: states where MuJoCo's EPA normal is off ours, ours separating at",
              "least as well (epa_count: of them with another contact count: the aligned face",
@@ -532,6 +546,23 @@ def test_multiccd_lone_cut_end_counts_twice():
     assert len(theirs[0]) == 2 and np.allclose(theirs[0][0]["pos"], theirs[0][1]["pos"])
     worst = tc.compare(ours[0], theirs[0])
     assert max(worst["dist"], worst["pos"], worst["frame"]) < 1e-8, worst
+
+
+def test_multiccd_feature_from_mujocos_search():
+    """Box-dodecahedron at margin 0.01 per geom, states 19 and 21 of margin_sweep: MuJoCo's
+    EPA (both shapes grown by half the pair margin) ends on a face with one box corner and
+    three dodecahedron vertices, so 4.0's feature is a corner against a face and it keeps
+    its single contact; the support set along the converged normal is a box edge, whose
+    edge-face rule gave 2 contacts before the feature came from MuJoCo's own search
+    (``nativeccd.POLY_PAIRS``)."""
+    g1, g2 = MULTI_PAIRS["box_dodecahedron"]
+    mjm = pair_model(g1, g2, margin=0.01)
+    qposes = tc.random_states(mjm, np.random.default_rng(1), 22)
+    ours, theirs = tc.ours_and_theirs(mjm, [qposes[k] for k in (19, 21)])
+    assert [len(t) for t in theirs] == [1, 1]
+    for o, t in zip(ours, theirs):
+        w = tc.compare(o, t)
+        assert max(w["dist"], w["pos"], w["frame"]) < 1e-8, w
 
 
 def test_compacted_search_gradients():

@@ -280,8 +280,8 @@ def sweep(name: str, n_random: int, n_face: int, margin: float = 0.0, seed: int 
     d = mujoco.MjData(mjm)
     xpos, xmat, theirs = _mujoco_states(mjm, states)
     types = tuple(int(t) for t in mjm.geom_type[:2])
-    ((ed, en, ep), (gp1, gp2, gt, gid)), (cd, cp, cn, cv) = _collide_states(name, mjm, xpos,
-                                                                           xmat, margin)
+    ((ed, en, ep), (gp1, gp2, gt, gid, _)), (cd, cp, cn, cv) = _collide_states(
+        name, mjm, xpos, xmat, margin)
     capsule1 = types[0] == GeomType.CAPSULE
 
     def feature(k):  # a mesh geom 2's contact feature where MuJoCo's search was taken
@@ -460,8 +460,8 @@ def test_epa_starts_from_a_short_simplex():
     xpos, xmat, theirs = _mujoco_states(mjm, list(_SHORT_SIMPLEX.values()))
     size = jp.asarray(mjm.geom_size[:2])
     # one compiled program with test_matches_mujoco's
-    (_, (_, _, taken, _)), (cd, cp, cn, cv) = _collide_states("cylinder_cylinder", mjm, xpos,
-                                                              xmat, 0.0)
+    (_, (_, _, taken, _, _)), (cd, cp, cn, cv) = _collide_states("cylinder_cylinder", mjm,
+                                                                 xpos, xmat, 0.0)
     for k, n_want in enumerate(_SHORT_SIMPLEX):
         n = int(simplex_size(jp.asarray(xpos[k]), jp.asarray(xmat[k]), size))
         ours = [(float(cd[k, j]), cp[k, j], cn[k, j]) for j in range(cd.shape[1]) if cv[k, j]]

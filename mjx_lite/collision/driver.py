@@ -34,18 +34,22 @@ layout (static slot geoms).
 The convex solver serves the pairs for which MuJoCo 4.0 returns one contact: sphere-mesh and
 ellipsoid with capsule, ellipsoid, cylinder, box or mesh; with ``multiccd`` disabled also
 capsule-cylinder, capsule-mesh, cylinder-cylinder, cylinder-box, cylinder-mesh, box-mesh and
-mesh-mesh. Those with a smooth geom (all but box-mesh and mesh-mesh) take MuJoCo's own
-GJK/EPA search (``nativeccd``, its EPA stopped at ccd_tolerance as 4.0 stops it) where they
-touch or penetrate, and, apart within the margin with an ellipsoid or cylinder (a capsule
-on its core), its GJK distance query stopped at ccd_tolerance, so their normals are MuJoCo's,
-not the converged optimum's. Box-mesh and mesh-mesh under MuJoCo 4.0's default
-multi-contact go to ``multiccd``: GJK/EPA's normal, then 4.0's rule as measured in
-``tests/multiccd_reference.py`` (faces and edges taken from each geom's support feature
-along the normal, faces opposed within 0.996, an edge in a face within 0.0888, each point
+mesh-mesh. Those with a smooth geom take MuJoCo's own GJK/EPA search (``nativeccd``, its
+EPA stopped at ccd_tolerance as 4.0 stops it) where they touch or penetrate, and, apart
+within the margin with an ellipsoid or cylinder (a capsule on its core), its GJK distance
+query stopped at ccd_tolerance, so their normals are MuJoCo's, not the converged optimum's.
+Box-mesh and mesh-mesh take the same search with the box or mesh geom 1 in its place
+(``nativeccd.POLY_PAIRS``: discrete at margin 0, grown by half the margin beyond; apart
+within the margin its GJK distance query on the bare shapes). Under MuJoCo 4.0's default
+multi-contact they go to ``multiccd``: that search's contact and each geom's feature (the
+distinct vertex ids it has in EPA's nearest face or GJK's final simplex, as 4.0 reads
+them), then 4.0's rule as measured in ``tests/multiccd_reference.py`` (the faces and edges
+of each feature, faces opposed within 0.996, an edge in a face within 0.0888, each point
 with its own depth), with the hull polygons of ``mesh_poly*``.
-Points beyond the pair margin are dropped (measured at margin 0.01 per geom: 497 of 500
-states within the convex tolerance); of more than 4 clipped points 4.0 keeps the quadrilateral
-of its greedy search (``multiccd.polygon_quad``) over mesh faces walked backwards.
+Points beyond the pair margin are dropped (measured at margin 0.01 per geom: 500 of 500
+states within the convex tolerance, 497 with the support sets along the converged normal
+as features); of more than 4 clipped points 4.0 keeps the quadrilateral of its greedy
+search (``multiccd.polygon_quad``) over mesh faces walked backwards.
 
 Plane-mesh (``plane_mesh``) keeps up to four corners of the hull polygon at the deepest
 vertex, as measured on 4.0: a polygon of more than four corners is pruned to four by greedy
@@ -377,7 +381,7 @@ def group_contacts(m: Model, d: Data, grp: PairGroup):
         geoms = (*args[:3], verts[0], *args[3:6], verts[1])
         sd = convex.signed_distances(*ccd, geoms, near)
         extra = {}
-        if ccd in nativeccd.PAIRS:
+        if ccd in nativeccd.PAIRS + nativeccd.POLY_PAIRS:
             sd, gen = nativeccd.refine(*ccd, geoms, args[6], sd, near, margined(m, grp))
             if getattr(fn, "GEN", False):
                 extra["gen"] = gen

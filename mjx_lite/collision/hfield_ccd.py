@@ -248,19 +248,40 @@ class Shapes:
     mjc_lineSupport.
     ``first``: None, or (``SMOOTH`` name, size, centre, orientation) of a smooth geom 1 that takes
     the prism's place (``nativeccd``: a convex pair outside a height field, in world
-    coordinates); its vertex id is always 0.
+    coordinates); its vertex id is always 0. Or ("box", size, centre, orientation) or
+    ("mesh", geom-frame vertices, centre, orientation): a polytope geom 1 (``polyccd``), its
+    support chosen as the partner's (a box's corner by the signs of the local direction, a
+    zero component taking the + side, as mjc_boxSupport; a mesh's lowest-index argmax) with
+    its vertex id (corner bits, vertex index); EPA's discrete stop is then a repeated
+    (geom-1, geom-2) vertex pair, as 4.0 tests it (the prism's id is always -1 there).
+    ``soft``: None (decided statically as above), or a traced boolean where discrete and
+    grown queries share one program (a polytope pair: grown where the margin is positive).
     """
 
-    def __init__(self, prism, pts, mat, local, box, smooth=None, half=None, first=None):
+    def __init__(self, prism, pts, mat, local, box, smooth=None, half=None, first=None,
+                 soft=None):
         self.prism, self.pts, self.mat, self.local, self.box = prism, pts, mat, local, box
         self.smooth, self.half, self.first = smooth, half, first
         core = smooth is not None and smooth[0] in CORE.values()
         first_core = first is not None and first[0] in CORE.values()
+        self.first_poly = first is not None and first[0] in ("box", "mesh")
+        if self.first_poly:
+            kind, data, pos1, mat1 = first
+            self.first_pts = (box_points(pos1, mat1, data) if kind == "box"
+                              else mesh_points(pos1, mat1, data))
         # 4.0's GJK takes the discrete stops only where both shapes are: margin 0, each a
         # point or segment core, a box, mesh or height field (read from libmujoco 4.0)
         self.soft = ((smooth is not None and not core) or half is not None
-                     or (first is not None and not first_core))
+                     or (first is not None and not first_core and not self.first_poly))
+        if soft is not None:
+            self.soft = soft
         self.dtype = (prism if first is None else first[2]).dtype
+
+    def if_soft(self, a, b):
+        """a where the query takes the smooth-shape stops, else b (``soft`` may be traced)."""
+        if isinstance(self.soft, bool):
+            return a if self.soft else b
+        return where(self.soft, a, b)
 
     def smooth_point(self, e):
         """A smooth partner's support point along e (hfield frame), margin-grown."""
@@ -270,7 +291,9 @@ class Shapes:
 
     def prism_point(self, d, ia):
         """The prism's point of a vertex found along d with prism id ia (margin-grown)."""
-        if self.first is not None:
+        if self.first_poly:
+            core = self.first_pts[ia]
+        elif self.first is not None:
             core = smooth_core(*self.first, d)
         else:
             core = self.prism[ia]
@@ -285,7 +308,9 @@ class Shapes:
     def support(self, d):
         """Support of prism - partner along d: (w, prism vertex id, partner vertex id; 0
         for a smooth partner)."""
-        if self.first is not None:
+        if self.first_poly:
+            best = _polytope_id(self.first[0] == "box", self.first[3], self.first[1], d)
+        elif self.first is not None:
             best = jp.zeros((), jp.int32)
         else:
             vals = dot3(self.prism, d)
@@ -299,14 +324,19 @@ class Shapes:
         if self.smooth:
             return self.prism_point(d, best) - self.smooth_point(e), \
                 best.astype(jp.int32), jp.zeros((), jp.int32)
-        loc = jp.stack([dot3(self.mat[:, 0], e), dot3(self.mat[:, 1], e),
-                        dot3(self.mat[:, 2], e)])
-        if self.box:
-            s = loc >= 0
-            ib = s[0].astype(jp.int32) + 2 * s[1].astype(jp.int32) + 4 * s[2].astype(jp.int32)
-        else:
-            ib = argmax(dot3(self.local, loc[None]))
+        ib = _polytope_id(self.box, self.mat, self.local, e)
         return self.prism_point(d, best) - self.partner_point(d, ib), best.astype(jp.int32), ib
+
+
+def _polytope_id(box: bool, mat, local, e):
+    """A box's or mesh's support vertex id along e (world): a box's corner bits (x + 2y + 4z
+    positive; a zero local component takes the + side), a mesh's lowest-index argmax of its
+    geom-frame vertices ``local``."""
+    loc = jp.stack([dot3(mat[:, 0], e), dot3(mat[:, 1], e), dot3(mat[:, 2], e)])
+    if box:
+        s = loc >= 0
+        return s[0].astype(jp.int32) + 2 * s[1].astype(jp.int32) + 4 * s[2].astype(jp.int32)
+    return argmax(dot3(local, loc[None]))
 
 
 def smooth_core(kind, size, pos, mat, e):
@@ -397,8 +427,8 @@ def _gjk(sh: Shapes, x0, cutoff=None):
     dt = x0.dtype
     i4 = jp.zeros(4, jp.int32)
     z43 = jp.zeros((4, 3), dt)
-    min_norm = TOL if (sh.soft and cutoff is None) else MINVAL
-    eps = 0.5 * TOL * TOL if sh.soft else 0.0
+    min_norm = MINVAL if cutoff is not None else sh.if_soft(TOL, MINVAL)
+    eps = sh.if_soft(0.5 * TOL * TOL, 0.0)
     # coincident centres: MuJoCo starts from +x
     x0 = where(jp.sqrt(dot3(x0, x0)) < MINVAL, jp.zeros(3, dt).at[0].set(1.0), x0)
     xnorm0 = jp.sqrt(dot3(x0, x0))
@@ -428,10 +458,7 @@ def _gjk(sh: Shapes, x0, cutoff=None):
         SW = st["SW"].at[ns].set(w)
         SA = st["SA"].at[ns].set(ia)
         SB = st["SB"].at[ns].set(ib)
-        if sh.soft:
-            g_fw = (k > 0) & (dot3(x, x - w) < eps)
-        else:
-            g_fw = (k > 0) & (dot3(x, x - w) < 0)
+        g_fw = (k > 0) & (dot3(x, x - w) < eps)
         xw = dot3(x, w)
         if cutoff is None:
             g_far = xw > 0
@@ -806,13 +833,16 @@ def _epa(sh: Shapes, n, TA, TB, TD, nv_cap: int, nf_cap: int):
         better = uk < st["upper"]
         upper = where(go & better, uk, st["upper"])
         upper2 = where(go & better, uk * uk, st["upper2"])
-        if sh.soft:
+        if sh.soft is True:
             stop3 = go & (uk - lower < TOL)
             stop4 = jp.zeros((), bool)
         else:
-            stop3 = go & (upper - lower < MINVAL)
-            rep = jp.any((jp.arange(nv_cap) < nv) & (st["VB"] == ib))
-            stop4 = go & ~stop3 & rep
+            stop3 = go & sh.if_soft(uk - lower < TOL, upper - lower < MINVAL)
+            # a repeated vertex pair (the prism's id is -1 in 4.0: its partner's alone)
+            rep = (jp.arange(nv_cap) < nv) & (st["VB"] == ib)
+            if sh.first_poly:
+                rep = rep & (st["VA"] == ia)
+            stop4 = go & ~stop3 & jp.any(rep) & sh.if_soft(False, True)
         expand = go & ~stop3 & ~stop4
         VW = st["VW"].at[wi].set(w)
         VA = st["VA"].at[wi].set(ia)

@@ -1,12 +1,20 @@
 """MuJoCo 4.0's single-shot multi-contact for box-mesh and mesh-mesh pairs (``multiccd``).
 
 Measured against mujoco 4.0.0 (``tests/multiccd_reference.py``, ``tests/test_convex.py``), not
-read from its source. GJK/EPA (``convex``) gives the normal ``n`` (geom1 -> geom2) and the
-single contact; then:
+read from its source. MuJoCo's own GJK/EPA search (``nativeccd``: ``hfield_ccd``'s port with
+the box or mesh geom 1 in the prism's place; discrete stops at margin 0, both shapes grown by
+half the margin with the smooth stops beyond; apart within the margin, its GJK distance
+query) gives the single contact (normal ``n`` geom1 -> geom2) and each geom's feature; then:
 
-* each geom's feature is its support set along ``n`` (geom1) or ``-n`` (geom2): a vertex, an
-  edge or a face (vertices within a rounding tolerance of the support value). Its candidate
-  faces are the polygons (box faces; a mesh's ``mesh_poly*``) holding the whole feature;
+* each geom's feature is the distinct vertex ids (box corners, mesh vertices) it has in EPA's
+  nearest face, or, apart within the margin, in GJK's final simplex: a vertex, an edge or a
+  face (1, 2 or 3 ids), as 4.0 reads them (checked by calling libmujoco 4.0's mjc_ccd: its
+  ids agree with ours on every box-mesh and rock-pebble state of ``test_convex``'s sweeps
+  but one, a tie of mesh vertices its hill-climbing support breaks the other way,
+  ``hfield_ccd``'s docstring). Where that search is not taken (it failed; the pair not
+  touching), the support set along the converged ``n`` of ``convex`` (vertices within a
+  rounding tolerance of the support value). Its candidate faces are the polygons (box
+  faces; a mesh's ``mesh_poly*``) holding the whole feature;
 * face-face: of the candidate pairs facing each other (``n1 . n2 < -FACE_TOL``), the most
   opposed; geom2's face is clipped (Sutherland-Hodgman) by the side planes of geom1's face,
   each point ``p`` is projected along ``n1`` onto geom1's face plane (``x1``), the frame normal
@@ -326,6 +334,15 @@ def _feature(v, valid, direction, size):
     return ids, dim
 
 
+def _distinct(ids):
+    """The distinct ids of (3,) vertex ids in increasing order (padded with the first) and
+    their count: the feature's vertices and dimension (1 vertex, 2 edge, 3 face)."""
+    s = jp.sort(ids)
+    new = jp.concatenate([jp.ones(1, bool), s[1:] != s[:-1]])
+    out, cnt = compact(s, new, 3)
+    return where(jp.arange(3) < cnt, out, out[0]), cnt
+
+
 def _candidates(face, facenum, vpoly, ids, dim):
     """The polygons holding the feature: (polygon ids (Q,), mask (Q,)), in the order of the
     first vertex's polygons."""
@@ -367,14 +384,21 @@ def _edge_in_face(v_e, e_start, e_end, e_ok, mat_e, n_f, f_ok):
 
 
 def manifold(type1, type2, dist, n, pos, pos1, mat1, size1, verts1, table1, pos2, mat2, size2,
-             verts2, table2, margin):
+             verts2, table2, margin, feature=None):
     """The multi-contact rule of a box/mesh pair given the GJK/EPA result (dist, unit normal
-    n, pos): (dist (NCON,), pos (NCON, 3), normal (NCON, 3), valid (NCON,))."""
+    n, pos): (dist (NCON,), pos (NCON, 3), normal (NCON, 3), valid (NCON,)). ``feature``:
+    None, or (geom-1 ids (3,), geom-2 ids (3,), taken) of MuJoCo's own search
+    (``nativeccd.refine``): where taken, each geom's feature is the distinct ids, else its
+    support set along n."""
     v1, ok1, face1, fnum1, nrm1, vpoly1 = _polytope(type1, size1, verts1, table1)
     v2, ok2, face2, fnum2, nrm2, vpoly2 = _polytope(type2, size2, verts2, table2)
     scale = lax.stop_gradient(jp.maximum(jp.max(jp.abs(v1)), jp.max(jp.abs(v2))))
     ids1, dim1 = _feature(v1, ok1, mat1.T @ n, scale)
     ids2, dim2 = _feature(v2, ok2, -(mat2.T @ n), scale)
+    if feature is not None:
+        (f1, c1), (f2, c2), taken = _distinct(feature[0]), _distinct(feature[1]), feature[2]
+        ids1, dim1 = where(taken, f1, ids1), where(taken, c1, dim1)
+        ids2, dim2 = where(taken, f2, ids2), where(taken, c2, dim2)
     poly1, cand1 = _candidates(face1, fnum1, vpoly1, ids1, dim1)
     poly2, cand2 = _candidates(face2, fnum2, vpoly2, ids2, dim2)
     wn1 = nrm1[poly1] @ mat1.T
@@ -468,12 +492,14 @@ def make_multiccd(type1: int, type2: int):
     table2)."""
 
     def after(dist, n, pos, pos1, mat1, size1, pos2, mat2, size2, margin, verts1=None,
-              verts2=None, table1=None, table2=None):
+              verts2=None, table1=None, table2=None, gen=None):
+        feature = None if gen is None else (gen[4], gen[3], gen[2])
         dist, pos, normal, valid = manifold(type1, type2, dist, n, pos, pos1, mat1, size1,
                                             verts1, table1, pos2, mat2, size2, verts2, table2,
-                                            margin)
+                                            margin, feature)
         return dist, pos, normal, jp.zeros_like(pos), valid
 
     collide = convex.ccd_collider(type1, type2, after, NCON, "multiccd")
     collide.POLY = True
+    collide.GEN = True
     return collide

@@ -27,6 +27,17 @@ against a mesh GJK ends on its exact simplex, but where the segment lies paralle
 edge or face the witness points are that simplex's, which the converged distance need not
 give), a sphere's centre against a mesh the converged distance (the same there).
 
+Box-mesh and mesh-mesh (``POLY_PAIRS``) take the same search with geom 1 a polytope in the
+prism's place (``hfield_ccd.Shapes``: box corners by sign bits, mesh vertices by index): both
+discrete at margin 0 (EPA stops at a repeated vertex pair), grown by half the margin with the
+smooth stops where the margin is positive (one program: the stops are selected per pair),
+and apart within the margin the GJK distance query on the bare shapes. Its nearest face's
+(or final simplex's) vertex ids on each geom are 4.0's multi-contact feature
+(``multiccd``), and its contact is 4.0's single contact, with multiccd on or off (measured,
+``tests/acceptance/collision_convex.txt``, margin 0.02: box-pebble, rock-pebble and
+dodecahedron-rock single contacts now MuJoCo's to 1e-14; the converged ones were up to
+1.8e-5 (frame) and 7.8e-5 (pos) off it).
+
 The search runs on ``stop_gradient``-ed poses, compacted to the lanes that need it
 (``convex.compact_map``); the contact is rebuilt differentiably from the nearest face's
 support directions (``hfield_ccd.prism_rebuild``'s way), so gradients stay finite.
@@ -57,15 +68,28 @@ PAIRS = ((_G.CAPSULE, _G.ELLIPSOID), (_G.ELLIPSOID, _G.ELLIPSOID), (_G.ELLIPSOID
 # support and here by the lowest vertex index, which agreed on the state measured)
 DISTANCE_PAIRS = tuple(p for p in PAIRS if p[0] in (_G.ELLIPSOID, _G.CYLINDER)
                        or p[1] in (_G.ELLIPSOID, _G.CYLINDER)) + ((_G.CAPSULE, _G.MESH),)
+# polytope pairs under multiccd (``multiccd``): MuJoCo's search for the contact feature (the
+# nearest face's or final simplex's vertex ids on each geom) and its single contact; geom 1
+# a box or mesh in the prism's place, both discrete at margin 0, grown (smooth stops) where
+# the margin is positive; apart within the margin, GJK's distance query
+POLY_PAIRS = ((_G.BOX, _G.MESH), (_G.MESH, _G.MESH))
 
 
 def _shapes(type1: int, type2: int, geoms, half, core: bool = False):
     """``hfield_ccd.Shapes`` of the pair, geom 1 in the prism's place; with ``core``, a sphere's
     or capsule's core (``hfield_ccd.CORE``: a discrete shape, as 4.0's GJK takes
     mjc_pointSupport and mjc_lineSupport)."""
-    pos1, mat1, size1, _, pos2, mat2, size2, verts2 = geoms
-    kind = hfield_ccd.CORE[type1] if core and type1 in hfield_ccd.CORE else SMOOTH[type1]
-    first = (kind, size1, pos1, mat1)
+    pos1, mat1, size1, verts1, pos2, mat2, size2, verts2 = geoms
+    soft = None
+    if type1 == _G.BOX:
+        first = ("box", size1, pos1, mat1)
+    elif type1 == _G.MESH:
+        first = ("mesh", verts1, pos1, mat1)
+    else:
+        kind = hfield_ccd.CORE[type1] if core and type1 in hfield_ccd.CORE else SMOOTH[type1]
+        first = (kind, size1, pos1, mat1)
+    if type1 in (_G.BOX, _G.MESH) and half is not None:
+        soft = half > 0  # 4.0: discrete at margin 0, grown with the smooth stops beyond
     if type2 in SMOOTH:
         pts, local, box, smooth = jp.zeros((1, 3), pos2.dtype), None, False, (
             SMOOTH[type2], size2, pos2)
@@ -73,7 +97,7 @@ def _shapes(type1: int, type2: int, geoms, half, core: bool = False):
         pts, local, box, smooth = hfield_ccd.box_points(pos2, mat2, size2), None, True, None
     else:
         pts, local, box, smooth = hfield_ccd.mesh_points(pos2, mat2, verts2), verts2, False, None
-    return hfield_ccd.Shapes(None, pts, mat2, local, box, smooth, half, first)
+    return hfield_ccd.Shapes(None, pts, mat2, local, box, smooth, half, first, soft)
 
 
 def search(type1: int, type2: int, geoms, margin):
@@ -108,15 +132,17 @@ def distance_rebuild(type1: int, type2: int, geoms, found):
     """The contact (dist, normal, pos, ok) of ``distance_search``'s simplex on the traced
     geoms: a core's witness moved out by its radius; and the simplex's first vertex on each
     geom (bare shapes) with its three geom-2 vertex ids, padded with the first where the
-    simplex has fewer points, as 4.0's multi-contact reads GJK's simplex (``rebuild``)."""
+    simplex has fewer points, as 4.0's multi-contact reads GJK's simplex (``rebuild``);
+    and the same for geom 1."""
     sh = _shapes(type1, type2, _cored(type1, geoms), None, core=True)
     d, n, p, ok = hfield_ccd.distance_contact(sh, found)
     r1 = convex.core_radius(type1, geoms[2])
     _, ns, ia, ib, dv, _ = found
     dv0 = jax.lax.stop_gradient(dv[0])
     first = (sh.prism_point(dv0, ia[0]), sh.partner_point(dv0, ib[0]))
-    ids2 = jp.stack([ib[0], where(ns >= 2, ib[1], ib[0]), where(ns > 2, ib[2], ib[0])])
-    return (d - r1, n, p + (0.5 * r1) * n, ok), first, ids2
+    pad = lambda i: jp.stack([i[0], where(ns >= 2, i[1], i[0]),  # noqa: E731
+                              where(ns > 2, i[2], i[0])])
+    return (d - r1, n, p + (0.5 * r1) * n, ok), first, pad(ib), pad(ia)
 
 
 def rebuild(type1: int, type2: int, geoms, margin, found):
@@ -136,9 +162,9 @@ def refine(type1: int, type2: int, geoms, margin, contact, active, margined: boo
     query where 4.0 takes it (module docstring): searched on the ``active`` lanes that need
     it, rebuilt on all; with ``margined`` (static: the group's pairs can have a margin) a
     pair of ``DISTANCE_PAIRS`` apart within the margin takes ``distance_search``'s
-    contact. Returns the contacts and (gen1, gen2, taken, ids2): the nearest face's first
-    vertex on each geom and its three geom-2 vertex ids (a mesh's contact feature) where
-    ``taken`` (``rebuild``)."""
+    contact. Returns the contacts and (gen1, gen2, taken, ids2, ids1): the nearest face's
+    first vertex on each geom and its three geom-2 and geom-1 vertex ids (a box's or mesh's
+    contact feature) where ``taken`` (``rebuild``)."""
     dist, normal, pos = contact
     n = dist.shape[0]
     if type1 in (_G.SPHERE, _G.CAPSULE):
@@ -155,17 +181,17 @@ def refine(type1: int, type2: int, geoms, margin, contact, active, margined: boo
     (qd, qn, qp, ok), (gen1, gen2) = convex.lanes_vmap(
         lambda g, mg, f: rebuild(type1, type2, g, mg, f), n, geoms, margin, found)
     take = need & ok
-    ids2 = found[2]
+    ids1, ids2 = found[1], found[2]
     contact = (where(take, qd, dist), where(take[:, None], qn, normal),
                where(take[:, None], qp, pos))
-    if margined and (type1, type2) in DISTANCE_PAIRS:
+    if margined and (type1, type2) in DISTANCE_PAIRS + POLY_PAIRS:
         # apart by more than ccd_tolerance (within the margin): the contact of MuJoCo's GJK
         # distance query, whose stop leaves the normal up to ~1e-4 off the converged one
         apart = active & ~need & (dist <= margin)
         found = convex.compact_map(
             lambda skip, g, mg: distance_search(type1, type2, g, mg), apart, (geoms, margin),
             hfield_ccd.distance_unsearched((n,), dt), convex.EPA_CHUNK)
-        (gd, gn, gp, near), (d1, d2), dids = convex.lanes_vmap(
+        (gd, gn, gp, near), (d1, d2), dids, dids1 = convex.lanes_vmap(
             lambda g, f: distance_rebuild(type1, type2, g, f), n, geoms, found)
         sep = apart & near
         contact = (where(sep, gd, contact[0]), where(sep[:, None], gn, contact[1]),
@@ -175,17 +201,19 @@ def refine(type1: int, type2: int, geoms, margin, contact, active, margined: boo
         gen1 = where(sep[:, None], d1, gen1)
         gen2 = where(sep[:, None], d2, gen2)
         ids2 = where(sep[:, None], dids, ids2)
+        ids1 = where(sep[:, None], dids1, ids1)
         take = take | sep
-    return contact, (gen1, gen2, take, ids2)
+    return contact, (gen1, gen2, take, ids2, ids1)
 
 
 def signed_distance(type1: int, type2: int, geoms, margin):
     """``convex.signed_distance`` of one pair (``geoms`` as there: pos1, mat1, size1, verts1,
     pos2, mat2, size2, verts2) with MuJoCo's query where 4.0 takes it, as the driver
-    computes it: ((dist, normal, pos), (gen1, gen2, taken, ids2)) as ``refine``'s."""
+    computes it: ((dist, normal, pos), (gen1, gen2, taken, ids2, ids1)) as ``refine``'s."""
     sd = convex.signed_distance(type1, type2, *geoms)
-    if (type1, type2) not in PAIRS:
-        return sd, (sd[2], sd[2], jp.zeros((), bool), jp.zeros(3, jp.int32))
+    if (type1, type2) not in PAIRS + POLY_PAIRS:
+        i3 = jp.zeros(3, jp.int32)
+        return sd, (sd[2], sd[2], jp.zeros((), bool), i3, i3)
     one = lambda x: None if x is None else jp.asarray(x)[None]  # noqa: E731
     out = refine(type1, type2, tuple(one(g) for g in geoms), one(margin),
                  tuple(one(x) for x in sd), jp.ones(1, bool))
