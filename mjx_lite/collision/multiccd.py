@@ -35,8 +35,8 @@ box-pebble, 2.1e-8 box-dodecahedron; before, with support sets, 3 states off and
 The tolerances are those measured for cylinders (``cylinder.py``): 0.996 and 0.0888. Points
 with ``dist > margin`` are dropped; more than ``NCON`` points keep the quadrilateral of
 MuJoCo's greedy maximal-area search (``polygon_quad``). Shapes are static: candidate faces
-are the few polygons at the feature's first vertex, a polygon is a padded corner array with a count,
-clipping runs over a fixed capacity.
+are the few polygons at the feature's first vertex, a polygon is a padded corner array with
+a count, clipping runs over a fixed capacity.
 """
 
 from __future__ import annotations
