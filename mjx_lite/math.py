@@ -113,7 +113,36 @@ class _StaticIndex:
         return (shape[:-1] + self.idx.shape) if self.last else (self.idx.shape + shape[1:])
 
 
+def _one_run(flat: np.ndarray):
+    """(first entry, length, ascending) where ``flat`` is one ascending run (a, a+1, ...) or one
+    repeated entry (a, a, ...), else None."""
+    if flat.size == 0:
+        return None
+    a, k = int(flat[0]), flat.size
+    if np.array_equal(flat, np.arange(a, a + k)):
+        return a, k, True
+    if np.all(flat == a):
+        return a, k, False
+    return None
+
+
 def _pick_gather(x, *, index: _StaticIndex):
+    # An index that is one ascending run or one repeated entry is read as a slice (and a
+    # broadcast), which XLA fuses into each consumer, where a gather read by more than one
+    # becomes a kernel of its own (gymnasium ant's implicit gradient: 1,714 -> 1,659 kernels,
+    # run 96-98 -> 89-90 ms at batch 1; several runs as slices concatenated gave more kernels)
+    axis = x.ndim - 1 if index.last else 0
+    if index.idx.size == 0:
+        return jp.zeros(index.out_shape(x.shape), x.dtype)
+    run = _one_run(index.idx.ravel())
+    if run is not None:
+        a, k, ascending = run
+        out = jax.lax.slice_in_dim(x, a, a + (k if ascending else 1), axis=axis)
+        if not ascending:
+            shape = list(out.shape)
+            shape[axis] = k
+            out = jax.lax.broadcast_in_dim(out, shape, tuple(range(x.ndim)))
+        return out.reshape(index.out_shape(x.shape))
     if index.last:
         nd = x.ndim - 1
         dnums = jax.lax.GatherDimensionNumbers(

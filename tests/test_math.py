@@ -7,6 +7,7 @@ import re
 import jax
 import jax.numpy as jp
 import numpy as np
+import pytest
 
 from mjx_lite import math
 
@@ -121,3 +122,40 @@ def test_lane_select_is_where_with_its_derivatives():
     _, lin = jax.linearize(ours, x, y)
     assert [np.shape(r) for r in jax.tree.leaves(lin)] == [(3,)]
 
+
+
+
+@pytest.mark.parametrize("idx", [
+    np.arange(1, 4), np.array([2]), np.full(3, 1), np.array([], int), np.array([3, 0, 0, 2]),
+    np.array([[0, 1, 2, 3]]), np.array([[2, 2], [0, 3]])], ids=lambda i: str(i.tolist()))
+def test_pick_and_take_are_numpy_indexing(idx):
+    """pick / take (and their transpose, spread) equal numpy's indexing for every kind of
+    static index (one ascending run, one repeated entry, empty, general), with their
+    derivatives and under vmap."""
+    rng = np.random.default_rng(0)
+    x = jp.asarray(rng.standard_normal((2, 3, 4)))
+    y = jp.asarray(rng.standard_normal((4, 2, 3)))
+    np.testing.assert_array_equal(jax.jit(lambda x: math.pick(x, idx))(x), np.asarray(x)[..., idx])
+    np.testing.assert_array_equal(jax.jit(lambda y: math.take(y, idx))(y), np.asarray(y)[idx])
+    np.testing.assert_allclose(jax.grad(lambda x: jp.sum(jp.sin(math.pick(x, idx))))(x),
+                               jax.grad(lambda x: jp.sum(jp.sin(x[..., idx])))(x), rtol=1e-6)
+    np.testing.assert_allclose(jax.grad(lambda y: jp.sum(jp.sin(math.take(y, idx))))(y),
+                               jax.grad(lambda y: jp.sum(jp.sin(y[idx])))(y), rtol=1e-6)
+    yb = jp.stack([y, 2 * y])
+    np.testing.assert_array_equal(jax.vmap(lambda y: math.take(y, idx))(yb),
+                                  np.asarray(yb)[:, idx])
+    xb = jp.stack([x, 2 * x], -1)
+    np.testing.assert_array_equal(jax.vmap(lambda x: math.pick(x, idx), in_axes=-1)(xb),
+                                  np.moveaxis(np.asarray(xb), -1, 0)[..., idx])
+
+
+def test_one_run_index_is_a_slice_not_a_gather():
+    """An index that is one ascending run or one repeated entry lowers without a gather (XLA
+    fuses a slice into each consumer; a gather read twice is a kernel of its own)."""
+    y = jp.ones((5, 3))
+
+    def hlo(idx):
+        return jax.jit(lambda y: math.take(y, idx)).lower(y).as_text()
+
+    assert "gather" not in hlo(np.arange(1, 4)) and "gather" not in hlo(np.full(3, 1))
+    assert "gather" in hlo(np.array([3, 0, 0, 2]))
