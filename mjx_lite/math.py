@@ -189,9 +189,19 @@ def _spread(v, index: _StaticIndex):
     else:
         flat, again, axis = v.reshape((p,) + v.shape[s:]), take, 0
         shape = (index.n,) + v.shape[s:]
-    table = index.table
-    if not table.size:  # nothing was picked
+    if not p:  # nothing was picked
         return jp.zeros(shape, v.dtype)
+    run = _one_run(index.idx.ravel())
+    if run is not None:
+        # one run: the cotangents (summed, for one repeated entry) padded with zeros, which
+        # XLA fuses as it does the slice that picked them
+        a, _, ascending = run
+        if not ascending:
+            flat = jp.sum(flat, axis=axis, keepdims=True)
+        config = [(0, 0, 0)] * flat.ndim
+        config[axis % flat.ndim] = (a, index.n - a - flat.shape[axis], 0)
+        return jax.lax.pad(flat, jp.zeros((), flat.dtype), config)
+    table = index.table
     if table.shape[1] == 1 and (table < p).all():  # a permutation
         return again(flat, table[:, 0])
     pad = jp.zeros_like(jax.lax.slice_in_dim(flat, 0, 1, axis=axis))
