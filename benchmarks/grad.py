@@ -108,38 +108,33 @@ def bench_mjx_lite(path, batches, nsteps: int, iterations: int | None, report,
 
     m, d, forward, grad = mjx_lite_programs(mjx_lite, path, nsteps, iterations, solver)
     for b in batches:
-        db = _batch(d, b, jax.random.key(0))
-        ctrls = jp.zeros((b, nsteps, m.nu), d.qpos.dtype)
+        db, ctrls = _inputs(m, d, b, nsteps)
         programs = _named_programs(forward, grad)
         # every program compiled first, then timed in alternation (run.interleaved)
-        compiled, results = {}, {}
+        compiled = {}
+        measured = {name: [] for name in programs if name not in skip}
         for _ in range(1 if jit_fresh else jit_rounds):
-            for name, fn in programs.items():
-                if name in skip:
-                    continue
+            for name in measured:
                 # a new function object each round: JAX traces and XLA compiles it afresh
-                exe, r = compile_timed(lambda x, c, fn=fn: fn(x, c), db, ctrls)
-                r["jit_all"] = results.get(name, {}).get("jit_all", []) + [r["jit_s"]]
-                if name not in results or r["jit_s"] < results[name]["jit_s"]:
-                    results[name] = r
+                exe, r = compile_timed(lambda x, c, fn=programs[name]: fn(x, c), db, ctrls)
                 compiled.setdefault(name, exe)
-                results[name]["jit_all"] = r["jit_all"]
+                measured[name].append(r)
         if jit_fresh:
             # jit seconds from fresh processes, the programs in alternation: within one
             # process a program compiled after others ran up to 40% slower than the same
             # program compiled first (ant batch-1 forward 13.1 s first, 18.5 s twice after)
-            fresh = {name: [] for name in results}
+            first = {name: rs[0] for name, rs in measured.items()}
+            fresh = {name: [] for name in first}
             for _ in range(jit_rounds):
-                for name in results:
+                for name in first:
                     r = _in_child(_fresh_jit, (str(path), nsteps, iterations, solver, b, name),
                                   timeout_s=1800)
                     if "error" not in r:
-                        fresh[name].append(r)
-            for name, rs in fresh.items():
-                if rs:
-                    best = min(rs, key=lambda r: r["jit_s"])
-                    results[name].update(jit_s=best["jit_s"], split=best["split"],
-                                         jit_all=[r["jit_s"] for r in rs])
+                        fresh[name].append(dict(first[name], **r))
+            measured = {name: fresh[name] or [first[name]] for name in first}
+        results = {name: dict(min(rs, key=lambda r: r["jit_s"]),
+                              jit_all=[r["jit_s"] for r in rs])
+                   for name, rs in measured.items()}
         for name, run_s in interleaved(compiled, (db, ctrls), rounds, repeat).items():
             results[name]["run_s"] = run_s
         for name in programs:
@@ -152,6 +147,11 @@ def bench_mjx_lite(path, batches, nsteps: int, iterations: int | None, report,
             # the backward's cost over the forward it differentiates
             report(f"  batch {b}", "implicit", results["implicit"], results["fwd-implicit"],
                    "fwd-implicit")
+
+
+def _inputs(m, d, batch: int, nsteps: int) -> tuple:
+    """mjx_lite's (batched Data, zero controls) of a batch, the same in every process."""
+    return _batch(d, batch, jax.random.key(0)), jp.zeros((batch, nsteps, m.nu), d.qpos.dtype)
 
 
 def _named_programs(forward, grad) -> dict:
@@ -170,9 +170,7 @@ def _fresh_jit(path: str, nsteps: int, iterations, solver, batch: int, name: str
     import mjx_lite
 
     m, d, forward, grad = mjx_lite_programs(mjx_lite, path, nsteps, iterations, solver)
-    db = _batch(d, batch, jax.random.key(0))
-    ctrls = jp.zeros((batch, nsteps, m.nu), d.qpos.dtype)
-    _, r = compile_timed(_named_programs(forward, grad)[name], db, ctrls)
+    _, r = compile_timed(_named_programs(forward, grad)[name], *_inputs(m, d, batch, nsteps))
     return {"jit_s": r["jit_s"], "split": r["split"]}
 
 

@@ -100,6 +100,20 @@ class _StaticIndex:
             seen[j] += 1
         return table
 
+    @functools.cached_property
+    def run(self):
+        """(first entry, length, ascending) where the index is one ascending run (a, a+1,
+        ...) or one repeated entry (a, a, ...), else None."""
+        flat = self.idx.ravel()
+        if flat.size == 0:
+            return None
+        a, k = int(flat[0]), flat.size
+        if np.array_equal(flat, np.arange(a, a + k)):
+            return a, k, True
+        if np.all(flat == a):
+            return a, k, False
+        return None
+
     def __hash__(self):
         return hash(self._key)
 
@@ -113,19 +127,6 @@ class _StaticIndex:
         return (shape[:-1] + self.idx.shape) if self.last else (self.idx.shape + shape[1:])
 
 
-def _one_run(flat: np.ndarray):
-    """(first entry, length, ascending) where ``flat`` is one ascending run (a, a+1, ...) or one
-    repeated entry (a, a, ...), else None."""
-    if flat.size == 0:
-        return None
-    a, k = int(flat[0]), flat.size
-    if np.array_equal(flat, np.arange(a, a + k)):
-        return a, k, True
-    if np.all(flat == a):
-        return a, k, False
-    return None
-
-
 def _pick_gather(x, *, index: _StaticIndex):
     # An index that is one ascending run or one repeated entry is read as a slice (and a
     # broadcast), which XLA fuses into each consumer, where a gather read by more than one
@@ -134,9 +135,8 @@ def _pick_gather(x, *, index: _StaticIndex):
     axis = x.ndim - 1 if index.last else 0
     if index.idx.size == 0:
         return jp.zeros(index.out_shape(x.shape), x.dtype)
-    run = _one_run(index.idx.ravel())
-    if run is not None:
-        a, k, ascending = run
+    if index.run is not None:
+        a, k, ascending = index.run
         out = jax.lax.slice_in_dim(x, a, a + (k if ascending else 1), axis=axis)
         if not ascending:
             shape = list(out.shape)
@@ -191,11 +191,10 @@ def _spread(v, index: _StaticIndex):
         shape = (index.n,) + v.shape[s:]
     if not p:  # nothing was picked
         return jp.zeros(shape, v.dtype)
-    run = _one_run(index.idx.ravel())
-    if run is not None:
+    if index.run is not None:
         # one run: the cotangents (summed, for one repeated entry) padded with zeros, which
         # XLA fuses as it does the slice that picked them
-        a, _, ascending = run
+        a, _, ascending = index.run
         if not ascending:
             flat = jp.sum(flat, axis=axis, keepdims=True)
         config = [(0, 0, 0)] * flat.ndim

@@ -124,7 +124,6 @@ def test_lane_select_is_where_with_its_derivatives():
 
 
 
-
 @pytest.mark.parametrize("idx", [
     np.arange(1, 4), np.array([2]), np.full(3, 1), np.array([], int), np.array([3, 0, 0, 2]),
     np.array([[0, 1, 2, 3]]), np.array([[2, 2], [0, 3]])], ids=lambda i: str(i.tolist()))
