@@ -584,7 +584,7 @@ def make_constraint(m: Model, d: Data, contact=None) -> Data:
     r = checkpoint_name(r, "efc_R")
     d = d.replace(
         efc_type=rows["type"], efc_id=rows["id"],
-        efc_J=where(active[:, None], rows["J"], 0.0),
+        efc_J=checkpoint_name(where(active[:, None], rows["J"], 0.0), "efc_J"),
         efc_pos=where(active, rows["pos"], 0.0),
         efc_margin=where(active, rows["margin"], 0.0),
         efc_frictionloss=where(active, rows["frictionloss"], 0.0),

@@ -164,7 +164,8 @@ _RECOMPUTED = frozenset({
     "log1p", "logistic", "lt", "max", "min", "mjx_lite_pick", "mul", "ne", "neg", "not", "or",
     "pad", "pow",
     "reduce_and", "reduce_max", "reduce_min", "reduce_or", "reduce_sum", "rem", "reshape",
-    "rev", "round", "rsqrt", "select_n", "sign", "sin", "slice", "sqrt", "square", "squeeze",
+    "rev", "round", "rsqrt", "scatter", "select_n", "sign", "sin", "slice", "sqrt", "square",
+    "squeeze",
     "stop_gradient", "sub", "tan", "tanh", "transpose", "xor",
 })
 

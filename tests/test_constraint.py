@@ -405,17 +405,27 @@ def test_divergence_resets_one_batch_member(loop):
     m = interop.model_from_mujoco(mujoco.MjModel.from_xml_string(DIVERGE_XML))
     assert io.make_data(m).efc_J.shape[0] > 0  # early_exit takes forward_checked
     d0 = io.make_data(m).replace(qvel=jp.linspace(0.1, 1.0, m.nv))
-    batch = jax.tree.map(lambda x: jp.stack([x] * 8), d0)
-    batch = batch.replace(qpos=batch.qpos.at[3, 0].set(jp.inf))
-    out = jax.jit(jax.vmap(step, in_axes=(None, 0)))(m, batch)
+    clean = jax.tree.map(lambda x: jp.stack([x] * 8), d0)
+    batch = clean.replace(qpos=clean.qpos.at[3, 0].set(jp.inf))
+    batched = jax.jit(jax.vmap(step, in_axes=(None, 0)))
+    out = batched(m, batch)
+    # the other members bit for bit as the same program computes them without the diverged
+    # one, and as the unbatched step to rounding (XLA fuses that program differently, which
+    # on this project's AMD EPYC host moves the last bits of qacc, 2026-12-05)
+    ref = batched(m, clean)
     one = jax.jit(step)(m, d0)
     for i in range(8):
         if i == 3:
             assert int(out.warning_count[i, 3]) == 1
             assert np.all(np.isfinite(out.qpos[i])) and float(out.time[i]) == m.opt.timestep
             continue
-        for a, b in zip(jax.tree.leaves(out), jax.tree.leaves(one)):
-            np.testing.assert_array_equal(a[i], b)
+        for a, b, c in zip(jax.tree.leaves(out), jax.tree.leaves(ref), jax.tree.leaves(one)):
+            np.testing.assert_array_equal(a[i], b[i])
+            if np.issubdtype(np.asarray(c).dtype, np.floating):
+                scale = max(float(np.max(np.abs(c), initial=0.0)), 1e-300)
+                np.testing.assert_allclose(a[i], c, rtol=0, atol=1e-14 * scale)
+            else:
+                np.testing.assert_array_equal(a[i], c)
 
 
 def test_contact_with_zero_normal_jacobian_keeps_rows():

@@ -60,15 +60,25 @@ def _model():
 
 
 def _leaves_equal(a, b):
+    """Integer and boolean leaves equal, floating ones to rounding: the two programs run the
+    same operations in the same order, but XLA fuses them differently, and on some CPUs
+    (this project's AMD EPYC host, 2026-12-05) that moves the last bit (2 ulps of qpos)."""
     for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(a), jax.tree.leaves(b)):
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y),
-                                      err_msg=jax.tree_util.keystr(path))
+        x, y = np.asarray(x), np.asarray(y)
+        if not np.issubdtype(y.dtype, np.floating):
+            np.testing.assert_array_equal(x, y, err_msg=jax.tree_util.keystr(path))
+            continue
+        np.testing.assert_array_equal(np.isnan(x), np.isnan(y), err_msg=jax.tree_util.keystr(path))
+        finite = np.abs(y[np.isfinite(y)])
+        scale = float(finite.max()) if finite.size else 0.0
+        np.testing.assert_allclose(x, y, rtol=0, atol=1e-14 * max(scale, 1e-300),
+                                   err_msg=jax.tree_util.keystr(path))
 
 
 def test_one_stage_scan_equals_the_scan_of_steps():
-    """Final Data and every field per step, bit for bit: a plain run (contacts, sensors), and
-    one whose velocity diverges, so a step boundary resets it and the run goes on from the
-    reset state (the fields a step does not write included)."""
+    """Final Data and every field per step, equal to rounding (``_leaves_equal``): a plain
+    run (contacts, sensors), and one whose velocity diverges, so a step boundary resets it and
+    the run goes on from the reset state (the fields a step does not write included)."""
     m, d = _model()
     ctrls = 0.5 * jax.random.normal(jax.random.key(0), (6, m.nu))
 
