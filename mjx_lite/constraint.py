@@ -579,7 +579,11 @@ def make_constraint(m: Model, d: Data, contact=None) -> Data:
             efc_address=where(slot_active, start, -1).astype(jp.int32),
             mu=where(frictional, contact_mu(m, con), con.mu)))
     # per-row values that reverse mode would otherwise recompute (forward's checkpoint policy)
-    # inside the fused kernels that form the (nefc, nv) Jacobian's cotangent, once per column
+    # inside the fused kernels that form the (nefc, nv) Jacobian's cotangent, once per column;
+    # and the Jacobian itself: the solve's backward reads it as an input anyway, and unnamed,
+    # the policy also saved the (ncon, rows, nv) contact rows it is selected from, to rebuild
+    # it inside this stage's backward (gymnasium humanoid, batch 1, implicit gradient: 383 ->
+    # 340 ms, peak 78 -> 51 MB)
     active = checkpoint_name(active, "efc_active")
     r = checkpoint_name(r, "efc_R")
     d = d.replace(

@@ -155,7 +155,9 @@ def forward(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll",
 # derivative rules and everything not listed are still saved, values tagged with
 # ``checkpoint_name`` among them: per-row constraint data (efc_D, efc_R, efc_aref, the
 # solver's row zones) that the fused kernels forming a (nefc, nv) cotangent would otherwise
-# recompute once per column (gymnasium humanoid, implicit gradient: 5-7% of the run).
+# recompute once per column (gymnasium humanoid, implicit gradient: 5-7% of the run), and
+# efc_J. A scatter (``x.at[i].set``) is data movement too: saved, its output (e.g. the
+# contact rows of make_constraint's pyramid) kept a copy of values already saved elsewhere.
 _RECOMPUTED = frozenset({
     "abs", "acos", "add", "and", "argmax", "argmin", "asin", "atan", "atan2", "broadcast_in_dim",
     "ceil", "clamp", "concatenate", "convert_element_type", "copy", "copy_p", "cos", "cumsum",
