@@ -18,6 +18,9 @@ the rows of the largest condim the model can produce (``contact_width``).
 
 from __future__ import annotations
 
+import copy
+import functools
+
 import jax
 import jax.numpy as jp
 import numpy as np
@@ -108,6 +111,40 @@ class RowPlan:
         self.elliptic = m.opt.cone == ConeType.ELLIPTIC
         self.nc = self.ncon * self.width
         self.nefc = self.ne + self.nf + self.nl + self.nc
+        self._model = m
+
+    @functools.cached_property
+    def live(self) -> np.ndarray:
+        """Rows that can ever be active, ascending: all but a pyramidal slot's rows beyond its
+        static condim bound (``driver.slot_condims``), which every slot of the uniform width
+        carries. Gymnasium humanoid: 336 of 819 (its geoms touch each other with condim 1,
+        the floor with 3). Every row where the slots do not follow the model's layout (a
+        ``contact`` given to make_constraint) or the cones are elliptic."""
+        rows = np.arange(self.nefc)
+        if self.elliptic or not self.nc:
+            return rows
+        from mjx_lite.collision.driver import slot_condims  # noqa: PLC0415 (driver imports us)
+
+        dims = slot_condims(self._model)
+        if dims.size != self.ncon:
+            return rows
+        nrow = np.where(dims > 1, 2 * (dims - 1), 1)
+        keep = np.arange(self.width)[None, :] < nrow[:, None]
+        s0 = self.nefc - self.nc
+        return np.concatenate([rows[:s0], s0 + np.flatnonzero(keep.ravel())])
+
+    def compacted(self) -> RowPlan:
+        """This layout restricted to ``live`` (pyramidal: the contact rows are scalar rows to
+        the primal solvers, which read only the family sizes); ``ncon`` and ``width`` no
+        longer describe the contact rows, so nothing that reshapes them by slot may use it."""
+        out = copy.copy(self)
+        out.nc = self.live.size - (self.nefc - self.nc)
+        out.nefc = self.live.size
+        out.is_compacted = True
+        out.__dict__["live"] = np.arange(out.nefc)
+        return out
+
+    is_compacted = False
 
 
 def contact_maxdim(m: Model) -> int:

@@ -44,7 +44,7 @@ import jax.numpy as jp
 import numpy as np
 from jax.ad_checkpoint import checkpoint_name
 
-from mjx_lite import island, linalg, smooth
+from mjx_lite import island, linalg, math, smooth
 from mjx_lite.constraint import (
     CONE,
     CONTACT_ELLIPTIC,
@@ -96,10 +96,26 @@ def _plan(m: Model, d: Data) -> RowPlan:
     con = getattr(d, "contact", None)
     ncon = 0 if con is None else int(con.dist.shape[0])
     p = RowPlan(m, ncon)
-    if p.nefc != d.efc_J.shape[0]:
-        raise ValueError(f"efc budget {d.efc_J.shape[0]} does not match the model's {p.nefc}; "
-                         "run constraint.make_constraint first")
-    return p
+    if p.nefc == d.efc_J.shape[0]:
+        return p
+    if _compacts(m, p) and p.live.size == d.efc_J.shape[0]:
+        return p.compacted()  # a Data of the live rows only (``solve``)
+    raise ValueError(f"efc budget {d.efc_J.shape[0]} does not match the model's {p.nefc}; "
+                     "run constraint.make_constraint first")
+
+
+# the Data fields with one entry per efc row
+_EFC_FIELDS = ("efc_island", "efc_type", "efc_id", "efc_J", "efc_pos", "efc_margin",
+               "efc_frictionloss", "efc_diagA", "efc_KBIP", "efc_D", "efc_R", "efc_vel",
+               "efc_aref", "efc_force", "efc_state", "efc_active")
+
+
+def _compacts(m: Model, p: RowPlan) -> bool:
+    """Whether ``solve`` runs on the live rows only: the primal solvers with pyramidal cones
+    (PGS, elliptic cones and noslip group contact rows by slot), where rows never active
+    exist (``RowPlan.live``)."""
+    return (m.opt.solver != SolverType.PGS and not p.elliptic and m.opt.noslip_iterations <= 0
+            and not p.is_compacted and p.live.size < p.nefc)
 
 
 def _cone(m: Model, d: Data, p: RowPlan) -> _Cone | None:
@@ -1131,6 +1147,32 @@ def solve(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") ->
         raise ValueError(f"loop must be 'fixed' or 'early_exit', got {loop!r}")
     if adjoint not in ("unroll", "implicit"):
         raise ValueError(f"adjoint must be 'unroll' or 'implicit', got {adjoint!r}")
+    p = _plan(m, d)
+    if _compacts(m, p):
+        # Rows that are never active are exact no-ops in every iteration (zero J and D), so
+        # the solve runs without them; their force is zero and their state SATISFIED.
+        # Gymnasium humanoid (336 of 819 rows live), batch 1, 100 steps, one-process A/B:
+        # forward 112.2 -> 91.8 ms, implicit gradient 336.4 -> 308.2 ms.
+        live = p.live
+        out = _solve(m, d.replace(**{f: math.take(getattr(d, f), live) for f in _EFC_FIELDS}),
+                     loop, adjoint)
+        spot = np.full(p.nefc, live.size)
+        spot[live] = np.arange(live.size)
+        force = math.take(jp.concatenate([out.efc_force, jp.zeros(1, out.efc_force.dtype)]),
+                          spot)
+        state = math.take(jp.concatenate([out.efc_state, jp.full(1, SATISFIED, jp.int32)]),
+                          spot)
+        # the collision driver's contacts never activate a dead row; contacts of some other
+        # layout that happen to have its slot count could: their solve fails loudly (NaN)
+        dead = np.setdiff1d(np.arange(p.nefc), live)
+        leak = jp.any(math.take(d.efc_active, dead))
+        qacc = where(leak, jp.nan, out.qacc)
+        return d.replace(qacc=qacc, qfrc_constraint=out.qfrc_constraint, efc_force=force,
+                         efc_state=state, solver_niter=out.solver_niter)
+    return _solve(m, d, loop, adjoint)
+
+
+def _solve(m: Model, d: Data, loop: str, adjoint: str) -> Data:
     p = _plan(m, d)
     if p.nefc == 0:
         return d.replace(qacc=d.qacc_smooth, qfrc_constraint=jp.zeros_like(d.qacc_smooth),

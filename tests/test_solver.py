@@ -519,3 +519,59 @@ def test_inverse_discrete_rk4_raises():
     m = interop.model_from_mujoco(mjm)
     with pytest.raises(NotImplementedError, match="RK4"):
         inverse(m, io.make_data(m))
+
+
+MIXED_CONDIM_XML = """
+<mujoco><option timestep="0.005" iterations="6"/>
+<default><geom condim="1"/></default>
+<worldbody>
+<geom type="plane" size="5 5 .1" condim="3"/>
+<body pos="0 0 .09"><freejoint/><geom type="capsule" size=".05" fromto="-.1 0 0 .1 0 0"/></body>
+<body pos="0 0 .2"><freejoint/><geom type="capsule" size=".05" fromto="0 -.1 0 0 .1 0"/></body>
+<body pos=".12 0 .1"><freejoint/><geom type="sphere" size=".06" condim="4"/></body>
+</worldbody></mujoco>"""
+
+
+@pytest.mark.parametrize("solver_type", [SolverType.NEWTON, SolverType.CG])
+@pytest.mark.parametrize("adjoint", ["unroll", "implicit"])
+def test_solve_on_live_rows_equals_the_full_solve(solver_type, adjoint, monkeypatch):
+    """Pyramidal contact slots whose static condim is below the model's widest carry rows that
+    are never active; the primal solvers run without them (``RowPlan.live``). Everything the
+    solve writes, and its gradient, equal the solve over every row; a dead row made active (a
+    contact layout that is not the collision driver's) makes qacc NaN."""
+    from mjx_lite import interop, io
+    from mjx_lite.forward import forward
+
+    mjm = mujoco.MjModel.from_xml_string(MIXED_CONDIM_XML)
+    mjm.opt.solver = int(solver_type)
+    m = interop.model_from_mujoco(mjm)
+    d = io.make_data(m)
+    p = constraint.RowPlan(m, d.contact.dist.shape[0])
+    assert solver._compacts(m, p) and p.live.size < p.nefc
+    d = d.replace(qvel=0.3 * jp.asarray(np.random.default_rng(0).standard_normal(m.nv)))
+    fields = ("qacc", "qfrc_constraint", "efc_force", "efc_state", "solver_niter")
+
+    def run(d):
+        out = forward(m, d, adjoint=adjoint)
+        return {f: getattr(out, f) for f in fields}
+
+    def grad(d):
+        return jax.grad(lambda v: jp.sum(forward(m, d.replace(qvel=v), adjoint=adjoint).qacc
+                                         ** 2))(d.qvel)
+
+    live, live_grad = jax.jit(run)(d), jax.jit(grad)(d)
+    assert int(jp.sum(live["efc_force"] != 0)) >= 6  # several contacts push
+    monkeypatch.setattr(solver, "_compacts", lambda m, p: False)
+    full, full_grad = jax.jit(run)(d), jax.jit(grad)(d)
+    for f in fields:
+        assert_close(f, live[f], full[f], 1e-12)
+    assert_close("grad", live_grad, full_grad, 1e-10)
+    monkeypatch.undo()
+
+    # a dead row switched on: the solve refuses it loudly
+    after = jax.jit(lambda d: constraint.make_constraint(m, d))(
+        jax.jit(lambda d: forward(m, d))(d))
+    dead = np.setdiff1d(np.arange(p.nefc), p.live)
+    poisoned = after.replace(efc_active=after.efc_active.at[dead[0]].set(True))
+    out = jax.jit(lambda d: solver.solve(m, d))(poisoned)
+    assert np.isnan(np.asarray(out.qacc)).all()

@@ -254,15 +254,44 @@ def _mesh_verts(m: Model, geoms: np.ndarray) -> jax.Array:
     return jp.asarray(m.mesh_vert)[idx]
 
 
-def _mix(m: Model, g1: np.ndarray, g2: np.ndarray):
-    """condim, friction (5), solref, solimp of dynamic pairs (mj_contactParam)."""
+def _priority(m: Model, g1: np.ndarray, g2: np.ndarray):
+    """(geom 1 wins, geom 2 wins) by geom_priority; neither where equal (then params mix)."""
     prio1 = np.asarray(m.geom_priority)[g1]
     prio2 = np.asarray(m.geom_priority)[g2]
+    return prio1 > prio2, prio1 < prio2
+
+
+def _condim(m: Model, grp: PairGroup) -> np.ndarray:
+    """Static condim of each pair of a group (mj_contactParam; an explicit pair's own)."""
+    g1, g2, ip = grp.geom1, grp.geom2, grp.ipair
+    first, second = _priority(m, g1, g2)
     cd1 = np.asarray(m.geom_condim)[g1]
     cd2 = np.asarray(m.geom_condim)[g2]
-    first = prio1 > prio2
-    second = prio1 < prio2
     condim = np.where(first, cd1, np.where(second, cd2, np.maximum(cd1, cd2)))
+    if not (ip >= 0).any():
+        return condim
+    return np.where(ip >= 0, np.asarray(m.pair_dim)[np.where(ip >= 0, ip, 0)], condim)
+
+
+def slot_condims(m: Model) -> np.ndarray:
+    """(contact_budget,) static bound on each contact slot's condim, in the slot layout: its
+    pair's condim, or, in a group capped by ``max_geom_pairs`` (whose slots take the pairs
+    chosen at run time), the group's largest."""
+    if contact_budget(m) == 0:
+        return np.zeros(0, int)
+    out = []
+    for grp in _groups(m):
+        condim = _condim(m, grp)
+        nkeep = pair_slots(m, grp)
+        if nkeep < len(condim):
+            condim = np.full(nkeep, condim.max())
+        out.append(np.repeat(condim, collider(m, grp.types, grp).NCON))
+    return np.concatenate(out)
+
+
+def _mix(m: Model, g1: np.ndarray, g2: np.ndarray):
+    """friction (5), solref, solimp of dynamic pairs (mj_contactParam)."""
+    first, second = _priority(m, g1, g2)
 
     s1 = m.geom_solmix[g1]
     s2 = m.geom_solmix[g2]
@@ -280,7 +309,7 @@ def _mix(m: Model, g1: np.ndarray, g2: np.ndarray):
     f1, f2 = m.geom_friction[g1], m.geom_friction[g2]
     fri = where(first[:, None], f1, where(second[:, None], f2, jp.maximum(f1, f2)))
     friction = fri[:, jp.array([0, 0, 1, 2, 2])]
-    return condim, friction, solref, solimp
+    return friction, solref, solimp
 
 
 def _params(m: Model, grp: PairGroup):
@@ -288,14 +317,14 @@ def _params(m: Model, grp: PairGroup):
     g1, g2, ip = grp.geom1, grp.geom2, grp.ipair
     explicit = ip >= 0
     ipc = np.where(explicit, ip, 0)
-    condim, friction, solref, solimp = _mix(m, g1, g2)
+    condim = _condim(m, grp)
+    friction, solref, solimp = _mix(m, g1, g2)
     margin = m.geom_margin[g1] + m.geom_margin[g2]
     gap = m.geom_gap[g1] + m.geom_gap[g2]
     solreffriction = jp.zeros_like(solref)
     if explicit.any():
         e = jp.asarray(explicit)
         e1 = e[:, None]
-        condim = np.where(explicit, np.asarray(m.pair_dim)[ipc], condim)
         friction = where(e1, m.pair_friction[ipc], friction)
         solref = where(e1, m.pair_solref[ipc], solref)
         solimp = where(e1, m.pair_solimp[ipc], solimp)
