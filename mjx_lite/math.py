@@ -196,7 +196,7 @@ def _spread(v, index: _StaticIndex):
         # XLA fuses as it does the slice that picked them
         a, _, ascending = index.run
         if not ascending:
-            flat = jp.sum(flat, axis=axis, keepdims=True)
+            flat = jp.sum(flat, axis=axis, keepdims=True, dtype=flat.dtype)
         config = [(0, 0, 0)] * flat.ndim
         config[axis % flat.ndim] = (a, index.n - a - flat.shape[axis], 0)
         return jax.lax.pad(flat, jp.zeros((), flat.dtype), config)
@@ -204,7 +204,8 @@ def _spread(v, index: _StaticIndex):
     if table.shape[1] == 1 and (table < p).all():  # a permutation
         return again(flat, table[:, 0])
     pad = jp.zeros_like(jax.lax.slice_in_dim(flat, 0, 1, axis=axis))
-    return jp.sum(again(jp.concatenate([flat, pad], axis), table), axis=-1 if index.last else 1)
+    return jp.sum(again(jp.concatenate([flat, pad], axis), table), axis=-1 if index.last else 1,
+                  dtype=flat.dtype)  # an integer sum would widen to the default int
 
 
 def _pick_transpose(ct, x, *, index: _StaticIndex):

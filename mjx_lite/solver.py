@@ -1156,12 +1156,9 @@ def solve(m: Model, d: Data, *, loop: str = "fixed", adjoint: str = "unroll") ->
         live = p.live
         out = _solve(m, d.replace(**{f: math.take(getattr(d, f), live) for f in _EFC_FIELDS}),
                      loop, adjoint)
-        spot = np.full(p.nefc, live.size)
-        spot[live] = np.arange(live.size)
-        force = math.take(jp.concatenate([out.efc_force, jp.zeros(1, out.efc_force.dtype)]),
-                          spot)
-        state = math.take(jp.concatenate([out.efc_state, jp.full(1, SATISFIED, jp.int32)]),
-                          spot)
+        # back in place, dead rows zero: no force, and SATISFIED (0) as their state
+        force = math.spread(out.efc_force, live, p.nefc)
+        state = math.spread(out.efc_state, live, p.nefc)
         # the collision driver's contacts never activate a dead row; contacts of some other
         # layout that happen to have its slot count could: their solve fails loudly (NaN)
         dead = np.setdiff1d(np.arange(p.nefc), live)

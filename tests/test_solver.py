@@ -564,6 +564,7 @@ def test_solve_on_live_rows_equals_the_full_solve(solver_type, adjoint, monkeypa
     monkeypatch.setattr(solver, "_compacts", lambda m, p: False)
     full, full_grad = jax.jit(run)(d), jax.jit(grad)(d)
     for f in fields:
+        assert live[f].dtype == full[f].dtype, f
         assert_close(f, live[f], full[f], 1e-12)
     assert_close("grad", live_grad, full_grad, 1e-10)
     monkeypatch.undo()
