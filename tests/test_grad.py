@@ -327,6 +327,33 @@ def test_step_recomputes_elementwise_intermediates(monkeypatch):
     assert rel_error(dirs @ grad, fd) <= 1e-6
 
 
+def test_policy_recomputes_small_products_and_stacks():
+    """``forward._saved``: a product contracting at most ``_SMALL_CONTRACTION`` entries (a
+    rotation, a 3-vector dot) and a ``stack`` are recomputed by reverse mode; a wider product
+    is saved (gymnasium humanoid's batch-64 gradient: 14.2 -> 11.0 s, peak 3.2 -> 2.5 GB)."""
+    from jax._src.ad_checkpoint import saved_residuals
+
+    forward_module = sys.modules["mjx_lite.forward"]
+
+    def fn(rot, v, wide):
+        turned = jp.einsum("bij,bj->bi", rot, v)  # contracts 3
+        dots = jp.einsum("bi,bi->b", turned, v)  # contracts 3
+        stacked = jp.stack([jp.sin(dots), jp.cos(dots)])
+        out = jp.tanh(wide @ jp.sin(wide).T)  # contracts 23
+        return jp.sum(jp.sin(stacked)) + jp.sum(jp.sin(turned)) + jp.sum(out)
+
+    args = (jp.ones((5, 3, 3)), jp.ones((5, 3)), jp.ones((7, 23)))
+    checkpointed = jax.checkpoint(fn, policy=forward_module._saved, prevent_cse=False)
+    sources = [src for _, src in saved_residuals(checkpointed, *args)]
+    products = [src for src in sources if "dot_general" in src]
+    stacks = [src for src in sources if src.startswith("output of stack")]
+    assert len(products) == 1 and not stacks, sources
+    assert forward_module._SMALL_CONTRACTION == 4
+    for ours, plain in zip(jax.grad(checkpointed, argnums=(0, 1, 2))(*args),
+                           jax.grad(fn, argnums=(0, 1, 2))(*args), strict=True):
+        np.testing.assert_allclose(ours, plain, rtol=1e-6)
+
+
 # a box and a capsule touching the floor
 RESTING_BODIES = """
 <mujoco><option iterations="3"/><worldbody><geom type="plane" size="2 2 .1"/>
