@@ -529,15 +529,21 @@ class RK4Stages:
         m, a, h, first = self.m, self.a, self.m.opt.timestep, self.first
         # rows >= i of ks (nv), accs (nv), actds (na) are zero; x0: the initial state
         ks, accs, actds, prev, x0 = carry
-        dvel = a[i] @ ks[:3]
+
+        def stage_state(ks, accs, actds, x0):
+            dvel = a[i] @ ks[:3]
+            return dvel, dict(qpos=integrate_pos(m, x0["qpos"], dvel, h),
+                              qvel=x0["qvel"] + h * (a[i] @ accs[:3]),
+                              act=x0["act"] + h * (a[i] @ actds[:3]),
+                              time=x0["time"] + self.c[i] * h)
+
+        # under the forward pass's remat policy, as the stages themselves: saved by default,
+        # this glue's scalars and 3-vectors (the free joint's quaternion norms) were written
+        # to their stacked buffers one kernel each
+        dvel, state = _remat(stage_state)(ks, accs, actds, x0)
         # each stage starts from the last one's Data (what the stages do not compute passes
         # through, as in MuJoCo's one mjData: stage 0's sensors, the warnings counted so far)
-        di = prev.replace(
-            qpos=integrate_pos(m, x0["qpos"], dvel, h),
-            qvel=x0["qvel"] + h * (a[i] @ accs[:3]),
-            act=x0["act"] + h * (a[i] @ actds[:3]),
-            time=x0["time"] + self.c[i] * h,
-        )
+        di = prev.replace(**state)
         if first is not None:
             # stage 0 evaluates the initial state itself, bit for bit
             initial = i == 0
@@ -550,7 +556,8 @@ class RK4Stages:
         k = di.qvel
         if self.rot.size:
             rot = self.rot
-            k = math.put(k, rot, _dexp_inv(-h * math.take(dvel, rot), math.take(di.qvel, rot)))
+            k = _remat(lambda dvel, k: math.put(
+                k, rot, _dexp_inv(-h * math.take(dvel, rot), math.take(k, rot))))(dvel, k)
         ks = ks.at[i].set(k)
         accs = accs.at[i].set(di.qacc)
         actds = actds.at[i].set(di.act_dot)

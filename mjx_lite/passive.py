@@ -173,7 +173,9 @@ def _damper(m: Model, d: Data) -> jax.Array:
 def gravcomp(m: Model, d: Data) -> jax.Array:
     """qfrc_gravcomp: the weight fraction body_gravcomp cancelled at each body's com."""
     bodies = np.arange(1, m.nbody)
-    if m.opt.disableflags & DisableBit.GRAVITY or bodies.size == 0:
+    # as MuJoCo 4.0 (measured): no body with gravcomp at compile time (ngravcomp 0), no
+    # force, whatever body_gravcomp is set to later
+    if m.opt.disableflags & DisableBit.GRAVITY or bodies.size == 0 or m.ngravcomp == 0:
         return jp.zeros(m.nv, dtype=d.qvel.dtype)
     force = -m.opt.gravity[None] * (m.body_mass * m.body_gravcomp)[bodies, None]
     return apply_ft(m, d, force, jp.zeros_like(force), d.xipos[bodies], bodies)
@@ -279,8 +281,20 @@ def _ellipsoid_fluid(m: Model, d: Data, geoms: np.ndarray) -> jax.Array:
     return apply_ft(m, d, force, torque, point, bodies)
 
 
+def _known_zero(*values) -> bool:
+    """Whether every value is a concrete (untraced) array of zeros."""
+    return all(not isinstance(v, jax.core.Tracer) and not np.any(np.asarray(v))
+               for v in values)
+
+
 def fluid(m: Model, d: Data) -> jax.Array:
     """qfrc_fluid: the ellipsoid model on geoms with fluidshape, inertia box on other bodies.
+
+    Both models' forces scale with opt.density or opt.viscosity; with both zero the medium is
+    off (seed 002, "Fluid forces": zero by default) and, where they are known zeros (a Model
+    closed over by a jit, not traced), nothing is computed: gymnasium humanoid's fluid terms
+    were ~8 kernels a forward pass and ~27 in its transpose. A traced Model computes them,
+    so their derivative w.r.t. density and viscosity stays exact.
 
     The ellipsoid model is evaluated on the geoms whose interaction coefficient
     (geom_fluid[:, 0]) was non-zero at compile time (``geom_fluidshape``), like MuJoCo's
@@ -290,7 +304,7 @@ def fluid(m: Model, d: Data) -> jax.Array:
     """
     qfrc = jp.zeros(m.nv, dtype=d.qvel.dtype)
     bodies = np.arange(1, m.nbody)
-    if not bodies.size:
+    if not bodies.size or _known_zero(m.opt.density, m.opt.viscosity):
         return qfrc
     geom_body = np.asarray(m.geom_bodyid)
     geoms = np.nonzero(np.asarray(m.geom_fluidshape) & (geom_body > 0))[0]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mjx_lite import interop
-from mjx_lite.passive import passive
+from mjx_lite.passive import fluid, passive
 
 from parity import assert_close
 
@@ -113,3 +113,55 @@ def test_fluid_coefficient_traced():
         mm = m.replace(geom_fluid=m.geom_fluid.at[:, 0].multiply(coef))
         assert_close("qfrc_fluid", f(mm, interop.data_from_mujoco(mjm, mjd, m)),
                      mjd.qfrc_fluid, RTOL)
+
+
+def test_gravcomp_off_without_gravcomp_bodies():
+    """MuJoCo 4.0 computes gravity compensation only where the model was compiled with a
+    gravcomp body (ngravcomp > 0): a body_gravcomp set later has no effect, here as there."""
+    mjm = mujoco.MjModel.from_xml_string(FLUID.replace(
+        '<option density="1.2" viscosity="0.3" wind="0.5 -0.2 0.1"/>', ""))
+    assert mjm.ngravcomp == 0
+    mjm.body_gravcomp[1:] = 0.5
+    mjd = mujoco.MjData(mjm)
+    _random_state(mjm, mjd, np.random.default_rng(1))
+    mujoco.mj_forward(mjm, mjd)
+    m = interop.model_from_mujoco(mjm)
+    assert np.asarray(m.body_gravcomp)[1:].min() == 0.5
+    d = passive(m, interop.data_from_mujoco(mjm, mjd, m))
+    assert not np.any(mjd.qfrc_gravcomp)
+    for f in FIELDS:
+        assert_close(f, getattr(d, f), getattr(mjd, f), RTOL)
+
+
+def test_fluid_skipped_only_where_the_medium_is_known_off():
+    """With density and viscosity zero, a Model closed over (concrete) computes no fluid
+    terms; a traced one still does, so the derivative w.r.t. density at 0 is the fluid
+    model's (central differences of MuJoCo's qfrc_fluid)."""
+    import jax
+
+    mjm = mujoco.MjModel.from_xml_string(FLUID)
+    mjm.opt.density, mjm.opt.viscosity = 0.0, 0.0
+    mjd = mujoco.MjData(mjm)
+    _random_state(mjm, mjd, np.random.default_rng(2))
+    mujoco.mj_forward(mjm, mjd)
+    m = interop.model_from_mujoco(mjm)
+    d = interop.data_from_mujoco(mjm, mjd, m)
+    closed = jax.make_jaxpr(lambda d: fluid(m, d))(d)
+    traced = jax.make_jaxpr(fluid)(m, d)
+    assert len(closed.eqns) <= 1 and len(traced.eqns) > 100
+    assert not np.any(np.asarray(passive(m, d).qfrc_fluid))
+
+    def fluid_at(rho):
+        return passive(m.replace(opt=m.opt.replace(density=rho)), d).qfrc_fluid
+
+    ours = np.asarray(jax.jacfwd(fluid_at)(m.opt.density))
+    # qfrc_fluid is linear in density (viscosity 0); MuJoCo skips a negative density
+    eps = 1e-3
+    ref = []
+    for rho in (2 * eps, eps):
+        mjm.opt.density = rho
+        mujoco.mj_forward(mjm, mjd)
+        ref.append(mjd.qfrc_fluid.copy())
+    ref = (ref[0] - ref[1]) / eps
+    assert np.abs(ref).max() > 1e-3
+    assert_close("d qfrc_fluid / d density", ours, ref, 1e-6)
