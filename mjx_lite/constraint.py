@@ -388,7 +388,7 @@ def _limit(m: Model, d: Data, p: RowPlan, dtype):
     rng = jp.asarray(m.jnt_range)[jnt]
     ball = side == 0
     # slide / hinge: dist = side * (range[side] - q), Jacobian -side on the dof
-    value = d.qpos[qadr]
+    value = math.take(d.qpos, qadr)
     upper = where(side > 0, rng[:, 1], rng[:, 0])
     dist = side * (upper - value)
     jac = jp.zeros((nj, m.nv), dtype).at[np.arange(nj), dadr].set(-side.astype(float))
@@ -500,7 +500,9 @@ def _contact(m: Model, d: Data, p: RowPlan, con, dtype):
         sign = jp.asarray(np.where(j % 2 == 0, 1.0, -1.0), dtype)
         k = np.minimum(pair + 1, jc.shape[1] - 1)  # width 1 (condim 1) builds the normal only
         f = fr[:, np.minimum(pair, 4)]
-        jac = jc[:, :1] + (sign[None, :] * f)[..., None] * jc[:, k]
+        # math.take of the row axis: jc[:, k] is a gather whose transpose is a scatter
+        rows_k = jp.moveaxis(math.take(jp.moveaxis(jc, 1, 0), k), 0, 1)
+        jac = jc[:, :1] + (sign[None, :] * f)[..., None] * rows_k
         # condim 1 in a pyramidal slot: the first row is the plain normal
         jac = jac.at[:, 0].set(where((dim > 1)[:, None], jac[:, 0], jc[:, 0]))
         nrow = where(dim > 1, 2 * (dim - 1), 1)

@@ -165,7 +165,8 @@ def _damper(m: Model, d: Data) -> jax.Array:
         g2 = m.actuator_gear[:, 0] ** 2
         if jnt.size:
             dof = np.asarray(m.jnt_dofadr)[tid[jnt]]
-            f = damping_poly(d.qvel[dof], m.actuator_damping[jnt], m.actuator_dampingpoly[jnt])
+            f = damping_poly(math.take(d.qvel, dof), m.actuator_damping[jnt],
+                             m.actuator_dampingpoly[jnt])
             qfrc = qfrc.at[dof].add(-g2[jnt] * f)
     return qfrc
 

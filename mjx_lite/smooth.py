@@ -299,7 +299,7 @@ def com_pos(m: Model, d: Data) -> Data:
     rot3 = (jtype == JointType.BALL) | ((jtype == JointType.FREE) & (k >= 3))
     col = np.where(jtype == JointType.FREE, k - 3, k).clip(0, 2)
     # ball and free rotations turn about the body frame's axes (columns of xmat)
-    ang_ball = d.xmat[body, :, col]
+    ang_ball = math.take(jp.swapaxes(d.xmat, -1, -2).reshape(-1, 3), body * 3 + col)
     xaxis = math.take(d.xaxis, jnt)
     ang = where(rot3[:, None], ang_ball, xaxis)
     is_lin = (jtype == JointType.SLIDE) | ((jtype == JointType.FREE) & (k < 3))
@@ -318,10 +318,12 @@ def crb(m: Model, d: Data) -> Data:
     # the world body collects nothing (MuJoCo leaves crb[0] zero)
     crb_ = tree.scan_up(m, d.cinert).at[0].set(0.0)
     body = np.asarray(m.dof_bodyid)
-    force = math.inert_mul(crb_[body], d.cdof)  # (nv, 6)
+    force = math.inert_mul(math.take(crb_, body), d.cdof)  # (nv, 6)
     anc = tree.dof_ancestors(m)
     lower = where(anc, force @ d.cdof.T, 0.0)
-    qm = lower + lower.T - jp.diag(jp.diag(lower)) + jp.diag(jp.asarray(m.dof_armature))
+    # the diagonal by mask, not jp.diag (a gather, whose transpose is a scatter kernel)
+    eye = np.eye(m.nv, dtype=bool)
+    qm = where(eye, lower + jp.asarray(m.dof_armature), lower + lower.T)
     if m.ntendon:
         # tendon armature is inertia along the tendon: M += J' diag(armature) J (MuJoCo >= 3.2;
         # the matching bias term J' armature Jdot qvel vanishes for fixed tendons)
@@ -516,7 +518,7 @@ def transmission(m: Model, d: Data) -> Data:
     # slide and hinge: scalar gear
     a = np.nonzero(isjoint & np.isin(jt, (JointType.SLIDE, JointType.HINGE)))[0]
     if a.size:
-        length = length.at[a].set(d.qpos[qadr_all[jid[a]]] * gear[a, 0])
+        length = length.at[a].set(math.take(d.qpos, qadr_all[jid[a]]) * gear[a, 0])
         moment = moment.at[a, dadr_all[jid[a]]].set(gear[a, 0])
 
     # ball: length = rotation vector . gear axis; jointinparent rotates the gear by q^-1
@@ -675,7 +677,7 @@ def rne(m: Model, d: Data, flg_acc: bool = False) -> Data:
     cacc = tree.scan_down(m, lambda p, loc: p + loc, local, root)
     f = math.inert_mul(d.cinert, cacc) + math.force_cross(d.cvel, math.inert_mul(d.cinert, d.cvel))
     f = tree.scan_up(m, f.at[0].set(0.0))
-    qfrc_bias = jp.sum(d.cdof * f[body], axis=-1)
+    qfrc_bias = jp.sum(d.cdof * math.take(f, body), axis=-1)
     return d.replace(qfrc_bias=qfrc_bias)
 
 

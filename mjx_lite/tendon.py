@@ -409,7 +409,7 @@ def tendon(m: Model, d: Data) -> Data:
     t, jid, wid = plan["jnt"]
     if t.size:
         coef = jp.asarray(m.wrap_prm, dtype)[wid]
-        qpos = d.qpos[np.asarray(m.jnt_qposadr)[jid]]
+        qpos = math.take(d.qpos, np.asarray(m.jnt_qposadr)[jid])
         length = length.at[t].add(coef * qpos)
         ten_j = ten_j.at[t, np.asarray(m.jnt_dofadr)[jid]].add(coef)
 

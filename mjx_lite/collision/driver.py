@@ -346,12 +346,12 @@ def _sphere_cull(m: Model, d: Data, g1, g2, bound_margin):
     """mj_filterSphere: (near, gap) where near is True where the bounding spheres (or sphere
     and plane) may touch and gap is the distance between them (-inf for unbounded geoms)."""
     rb1, rb2 = m.geom_rbound[g1], m.geom_rbound[g2]
-    p1, p2 = d.geom_xpos[g1], d.geom_xpos[g2]
+    p1, p2 = math.take(d.geom_xpos, g1), math.take(d.geom_xpos, g2)
     dif = p2 - p1
     far = jp.sum(dif * dif, -1) > (rb1 + rb2 + bound_margin) ** 2
     plane1 = np.asarray(m.geom_type)[g1] == _G.PLANE
     # a plane's bound is 0: test the other geom's sphere against the plane's half-space
-    pdist = jp.sum(dif * d.geom_xmat[g1][:, :, 2], -1)
+    pdist = jp.sum(dif * math.take(d.geom_xmat, g1)[:, :, 2], -1)
     far_plane = pdist > bound_margin + rb2
     near = ~where(plane1, far_plane & (rb2 > 0), far & (rb1 > 0) & (rb2 > 0))
     bounded = where(plane1, rb2 > 0, (rb1 > 0) & (rb2 > 0))
@@ -368,8 +368,11 @@ def group_contacts(m: Model, d: Data, grp: PairGroup):
     g1, g2 = grp.geom1, grp.geom2
     margin, gap, condim, friction, solref, solreffriction, solimp = _params(m, grp)
     near, sphere_gap = _sphere_cull(m, d, g1, g2, margin + gap)
-    args = [d.geom_xpos[g1], d.geom_xmat[g1], m.geom_size[g1],
-            d.geom_xpos[g2], d.geom_xmat[g2], m.geom_size[g2], margin + gap]
+    # static gathers (math.take): a jnp index's transpose is a scatter-add, an XLA kernel
+    # each (gymnasium humanoid's 5 groups: 18 a reverse pass, with their adds)
+    pose = lambda x, g: math.take(jp.asarray(x), g)  # noqa: E731
+    args = [pose(d.geom_xpos, g1), pose(d.geom_xmat, g1), pose(m.geom_size, g1),
+            pose(d.geom_xpos, g2), pose(d.geom_xmat, g2), pose(m.geom_size, g2), margin + gap]
     mesh = getattr(fn, "MESH", None)
     ccd = getattr(fn, "CCD", None)
     if mesh is not None:
