@@ -292,10 +292,11 @@ def fluid(m: Model, d: Data) -> jax.Array:
     """qfrc_fluid: the ellipsoid model on geoms with fluidshape, inertia box on other bodies.
 
     Both models' forces scale with opt.density or opt.viscosity; with both zero the medium is
-    off (seed 002, "Fluid forces": zero by default) and, where they are known zeros (a Model
-    closed over by a jit, not traced), nothing is computed: gymnasium humanoid's fluid terms
-    were ~8 kernels a forward pass and ~27 in its transpose. A traced Model computes them,
-    so their derivative w.r.t. density and viscosity stays exact.
+    off (seed 002, "Fluid forces": zero by default) and, where they are known zeros (``step``
+    or ``forward`` of a Model closed over by a jit), nothing is computed. A traced Model
+    computes them, so their derivative w.r.t. density and viscosity stays exact; that
+    includes ``rollout``'s RK4 scan, whose derivative rule takes the Model as an argument
+    (gymnasium humanoid there: ~11 fluid kernels a stage, ~38 in the gradient's transpose).
 
     The ellipsoid model is evaluated on the geoms whose interaction coefficient
     (geom_fluid[:, 0]) was non-zero at compile time (``geom_fluidshape``), like MuJoCo's

@@ -424,6 +424,45 @@ def test_grad_vs_finite_differences(features):
     assert all(np.all(np.isfinite(np.asarray(x))) for x in g0)
 
 
+def test_kinematics_derivative_rule(features):
+    """The kinematic chain's custom derivative (smooth._chain_poses: closed-form velocity
+    kinematics) against central differences, forward and reverse mode, w.r.t. qpos (free,
+    ball, hinge and slide joints, unnormalized quaternions), the mocap poses and the Model's
+    body_pos and body_quat, on every pose kinematics outputs."""
+    case = features
+    rng = np.random.default_rng(11)
+    qpos, _, mpos, mquat = case.state(rng, normalize=False)
+    m = case.m
+
+    def poses(q, mp, mq, bpos, bquat):
+        d = case.d0.replace(qpos=q, mocap_pos=mp, mocap_quat=mq)
+        d = smooth.kinematics(m.replace(body_pos=bpos, body_quat=bquat), d)
+        return jp.concatenate([jp.ravel(getattr(d, f)) for f in (
+            "xpos", "xquat", "xmat", "xipos", "xanchor", "xaxis", "geom_xpos", "geom_xmat",
+            "site_xpos", "subtree_com")])
+
+    args = [jp.asarray(x) for x in (qpos, mpos, mquat, m.body_pos, m.body_quat)]
+    f = jax.jit(poses)
+    fwd = jax.jit(jax.jacfwd(poses, argnums=tuple(range(5))))(*args)
+    rev = jax.jit(jax.jacrev(poses, argnums=tuple(range(5))))(*args)
+    eps = 1e-6
+    for k, x in enumerate(args):
+        flat = np.asarray(x).ravel()
+        fd = np.zeros((f(*args).shape[0], flat.size))
+        for i in range(flat.size):
+            e = np.zeros_like(flat)
+            e[i] = eps
+
+            def at(step, k=k, x=x, e=e, flat=flat):
+                moved = jp.asarray((flat + step * e).reshape(x.shape))
+                return np.asarray(f(*[moved if j == k else a for j, a in enumerate(args)]))
+
+            fd[:, i] = (at(1.0) - at(-1.0)) / (2 * eps)
+        assert np.abs(fd).max() > 0.1
+        assert_close(f"jacfwd arg {k}", np.asarray(fwd[k]).reshape(fd.shape), fd, GRAD_RTOL)
+        assert_close(f"jacrev arg {k}", np.asarray(rev[k]).reshape(fd.shape), fd, GRAD_RTOL)
+
+
 # ------------------------------------------------------------------------------------------
 # math and tree helpers
 

@@ -576,3 +576,27 @@ def test_solve_on_live_rows_equals_the_full_solve(solver_type, adjoint, monkeypa
     poisoned = after.replace(efc_active=after.efc_active.at[dead[0]].set(True))
     out = jax.jit(lambda d: solver.solve(m, d))(poisoned)
     assert np.isnan(np.asarray(out.qacc)).all()
+
+
+def test_implicit_factor_is_the_hessians_at_the_solution():
+    """The implicit adjoint's forward keeps the Cholesky factor of the last iterate, reusing
+    the previous one where no row changed zone (pyramidal cones): it is the factor of the
+    Hessian at the returned qacc, whether the solve took 0, 1 or several iterations."""
+    import mjx_lite
+    from mjx_lite import linalg
+
+    m = mjx_lite.load_model(GYM_ASSETS / "hopper.xml")
+    m = m.replace(opt=m.opt.replace(solver=int(SolverType.NEWTON), iterations=1))
+    d = mjx_lite.make_data(m)
+    step = jax.jit(lambda d: mjx_lite.step(m, d))
+    iterate = jax.jit(lambda d: solver._iterate(m, d, "early_exit", factor=True))
+    fresh = jax.jit(lambda d, qacc: linalg.cholesky(solver.hessian(m, d, qacc)))
+    seen = set()
+    for k in range(120):
+        d = step(d)
+        if k % 8 == 7:
+            f = jax.jit(lambda d: mjx_lite.forward(m, d))(d)
+            qacc, niter, low = iterate(f)
+            seen.add(int(np.max(niter)))
+            assert_close(f"factor at step {k}", low, fresh(f, qacc), 1e-12)
+    assert len(seen) >= 2, seen
