@@ -176,7 +176,7 @@ def _chain_poses(m: Model, absolute: np.ndarray):
     at body c turns every body below c about xpos_c); dxquat = [0, w] xquat / 2. Three masked
     sums instead of a derivative per tree level, and their transposes in reverse mode
     (gymnasium humanoid: the transposed levels were ~85 small kernels a forward pass)."""
-    dtype_quat = np.array([1.0, 0.0, 0.0, 0.0])
+    identity = np.array([1.0, 0.0, 0.0, 0.0])
     parent = np.asarray(m.body_parentid).copy()
     parent[np.asarray(absolute, bool)] = 0  # a free body's pose is its own
     nbody = parent.size
@@ -198,7 +198,7 @@ def _chain_poses(m: Model, absolute: np.ndarray):
             gquat = math.quat_normalize(math.quat_mul(pquat, quat))
             return (where(a > 0, pos, gpos), where(a > 0, quat, gquat), a)
 
-        root = (jp.zeros(3, dtype), jp.asarray(dtype_quat, dtype), jp.zeros(1, dtype))
+        root = (jp.zeros(3, dtype), jp.asarray(identity, dtype), jp.zeros(1, dtype))
         xpos, xquat, _ = tree.scan_down(m, combine, (lpos, lquat, absf), root)
         return xpos, xquat
 
