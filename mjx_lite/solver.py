@@ -69,8 +69,7 @@ class Context(PyTreeNode):
     Fields: qacc (nv,), Ma (nv,) = M qacc, jar (nefc,) = J qacc - aref, cost (K,) per island,
     grad (nv,), Mgrad (nv,) preconditioned gradient, search (nv,), done (K,) bool, niter (K,)
     int; K island slots (one when islands are disabled); factor (nv, nv) the Cholesky factor
-    of the Hessian at qacc, kept only where the implicit adjoint asks for it (else None), and
-    quad (nefc,) bool the rows that were quadratic where it was factored.
+    of the Hessian at qacc, kept only where the implicit adjoint asks for it (else None).
     """
 
     qacc: jax.Array
@@ -83,7 +82,6 @@ class Context(PyTreeNode):
     done: jax.Array
     niter: jax.Array
     factor: jax.Array | None = None
-    quad: jax.Array | None = None
 
 
 class _Cone(PyTreeNode):
@@ -289,16 +287,9 @@ def _islands(m: Model, d: Data) -> _Islands:
 
 
 def _evaluate(m, d, p, cone, isl: _Islands, qacc, ma, jar, newton: bool, need_mgrad=None,
-              factor: bool = False, reuse=None):
+              factor: bool = False):
     """Per-island cost (K,), gradient, preconditioned gradient at qacc and (Newton with
-    ``factor``, else None) the Hessian's Cholesky factor and its quadratic rows.
-
-    ``reuse`` (with ``factor``): the (quad, factor) of the previous iterate. Without elliptic
-    cones the Hessian M + J' D_quad J depends on the iterate only through which rows are
-    quadratic; where none changed, the previous factor is the new one, bit for bit, and is
-    kept (a ``cond``: a real skip unbatched). A converging Newton solve ends on such a step,
-    so the implicit adjoint's forward no longer builds and factors one more Hessian than the
-    fixed-iteration loop does.
+    ``factor``, else None) the Hessian's Cholesky factor.
 
     ``need_mgrad`` (Newton only): a function of the gradient saying (traced bool) whether
     another iteration will use the preconditioned gradient; where none will, the Hessian is
@@ -311,15 +302,8 @@ def _evaluate(m, d, p, cone, isl: _Islands, qacc, ma, jar, newton: bool, need_mg
     cost = gauss @ isl.dof + s @ isl.efc
     grad = ma - d.qfrc_smooth - d.efc_J.T @ force
     if newton and factor:
-        def factored():
-            return linalg.cholesky(_hessian(m, d, p, cone, quad, middle, hcone))
-
-        if reuse is not None and cone is None:
-            old_quad, old_low = reuse
-            low = jax.lax.cond(jp.all(quad == old_quad), lambda: old_low, factored)
-        else:
-            low = factored()
-        return cost, grad, linalg.cho_solve(low, grad), low, quad
+        low = linalg.cholesky(_hessian(m, d, p, cone, quad, middle, hcone))
+        return cost, grad, linalg.cho_solve(low, grad), low
     if newton:
         # islands are blocks of H (rows couple only trees of one island): one solve serves all
         def precondition(grad):
@@ -334,7 +318,7 @@ def _evaluate(m, d, p, cone, isl: _Islands, qacc, ma, jar, newton: bool, need_mg
             mgrad = jax.lax.cond(need_mgrad(grad), precondition, jp.zeros_like, grad)
     else:
         mgrad = smooth.solve_m(m, d, grad)
-    return cost, grad, mgrad, None, None
+    return cost, grad, mgrad, None
 
 
 def _linesearch(m, d, p, cone, isl: _Islands, ctx: Context, differentiated: bool):
@@ -611,9 +595,8 @@ def _primal_step(m, d, p, cone, isl: _Islands, newton: bool, differentiated: boo
 
     # the implicit adjoint's forward keeps the factor at every iterate, the final one its solve's
     keep_factor = ctx.factor is not None
-    cost, grad, mgrad, low, quad = _evaluate(
-        m, d, p, cone, isl, qacc, ma, jar, newton, None if keep_factor else next_iteration,
-        keep_factor, (ctx.quad, ctx.factor) if keep_factor else None)
+    cost, grad, mgrad, low = _evaluate(m, d, p, cone, isl, qacc, ma, jar, newton,
+                                       None if keep_factor else next_iteration, keep_factor)
     if newton:
         search = -mgrad
     else:
@@ -633,8 +616,7 @@ def _primal_step(m, d, p, cone, isl: _Islands, newton: bool, differentiated: boo
         done = done | (isl.scale * 0.5 * ((grad * mgrad) @ isl.dof) < tol)
     # a line search that finds no step ends the island's solve without counting an iteration
     new = Context(qacc=qacc, Ma=ma, jar=jar, cost=cost, grad=grad, Mgrad=mgrad,
-                  search=search, done=done | stalled, niter=ctx.niter + 1, factor=low,
-                  quad=quad)
+                  search=search, done=done | stalled, niter=ctx.niter + 1, factor=low)
     # islands that have converged keep their iterate; dofs and rows in no island never move
     frozen = ctx.done | stalled
     running = (~frozen).astype(isl.dof.dtype)
@@ -643,8 +625,7 @@ def _primal_step(m, d, p, cone, isl: _Islands, newton: bool, differentiated: boo
     keep = Context(qacc=keep_dof, Ma=keep_dof, jar=keep_efc, cost=frozen, grad=keep_dof,
                    Mgrad=keep_dof, search=keep_dof, done=ctx.done, niter=frozen,
                    # H is block diagonal by island, so is its Cholesky factor: rows keep too
-                   factor=None if low is None else keep_dof[:, None],
-                   quad=None if quad is None else keep_efc)
+                   factor=None if low is None else keep_dof[:, None])
     return jax.tree_util.tree_map(lambda k, o, n: where(k, o, n), keep, ctx, new)
 
 
@@ -669,8 +650,8 @@ def _init(m: Model, d: Data, p: RowPlan, cone, isl: _Islands, newton: bool,
         # dofs in no island are unconstrained: qacc_smooth
         qacc = where(jp.sum(isl.dof, 1) > 0, qacc, d.qacc_smooth)
     qacc, ma, jar = at(qacc)
-    cost, grad, mgrad, low, quad = _evaluate(m, d, p, cone, isl, qacc, ma, jar, newton,
-                                             factor=factor)
+    cost, grad, mgrad, low = _evaluate(m, d, p, cone, isl, qacc, ma, jar, newton,
+                                       factor=factor)
     # duality-gap certificate (MuJoCo 4.0): 0.5 g' M^-1 g bounds the suboptimality
     mg = mgrad if not newton else smooth.solve_m(m, d, grad)
     cert = isl.scale * 0.5 * ((grad * mg) @ isl.dof) < m.opt.tolerance
@@ -679,7 +660,7 @@ def _init(m: Model, d: Data, p: RowPlan, cone, isl: _Islands, newton: bool,
     k = isl.scale.shape[0]
     return Context(qacc=qacc, Ma=ma, jar=jar, cost=cost, grad=grad, Mgrad=mgrad,
                    search=-mgrad, done=cert | isl.empty | (p.nefc == 0),
-                   niter=jp.zeros(k, jp.int32), factor=low, quad=quad)
+                   niter=jp.zeros(k, jp.int32), factor=low)
 
 
 def _solve_primal(m: Model, d: Data, p: RowPlan, newton: bool, loop: str, *,

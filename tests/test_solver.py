@@ -579,9 +579,9 @@ def test_solve_on_live_rows_equals_the_full_solve(solver_type, adjoint, monkeypa
 
 
 def test_implicit_factor_is_the_hessians_at_the_solution():
-    """The implicit adjoint's forward keeps the Cholesky factor of the last iterate, reusing
-    the previous one where no row changed zone (pyramidal cones): it is the factor of the
-    Hessian at the returned qacc, whether the solve took 0, 1 or several iterations."""
+    """The implicit adjoint's forward keeps the Cholesky factor of the last iterate: it is the
+    factor of the Hessian at the returned qacc, whether the solve took 0, 1 or several
+    iterations."""
     import mjx_lite
     from mjx_lite import linalg
 
