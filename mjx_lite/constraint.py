@@ -433,7 +433,7 @@ def contact_jacobian(m: Model, d: Data, con, nrows: int = 6) -> jax.Array:
     negative sign (Computation, "Friction cones").
     """
     # frame_i . jac(point on b) = frame_i . cdof_lin + (offset_b x frame_i) . cdof_ang
-    # (smooth.jac's columns), written as products of (ncon * k, 3) by (3, nv) matrices: a
+    # (smooth.jac's columns), written as products of (ncon * k, 6) by (6, nv) matrices: a
     # per-contact (3, 3) x (3, nv) product and its transposes run as batched dots of tiny
     # matrices, which jaxlib 0.10's CPU backend runs several times slower.
     # Rows no contact uses are not built: the backward pass would carry them (their
@@ -441,22 +441,25 @@ def contact_jacobian(m: Model, d: Data, con, nrows: int = 6) -> jax.Array:
     n = con.pos.shape[0]
     nlin, nrot = min(nrows, 3), max(nrows - 3, 0)
     gb = jp.asarray(np.asarray(m.geom_bodyid))
-    ang, lin = d.cdof[:, :3].T, d.cdof[:, 3:].T  # (3, nv)
-
-    def rows(vec, cols):  # (n, k, 3) by (3, nv) -> (n, k, nv): each row vector times cols
-        return (vec.reshape(-1, 3) @ cols).reshape(n, vec.shape[1], -1)
-
-    frame_lin = rows(con.frame[:, :nlin], lin)
-    frame_ang = rows(con.frame[:, :nrot], ang) if nrot else None
-    jlin, jrot = 0.0, 0.0
-    for side, geom in ((-1.0, con.geom[:, 0]), (1.0, con.geom[:, 1])):
-        offset, mask = smooth.jac_offset(m, d, con.pos, gb[geom])
-        mask = mask[:, None, :]
-        moment = frame_lin + rows(math.cross(offset[:, None, :], con.frame[:, :nlin]), ang)
-        jlin = jlin + side * where(mask, moment, 0.0)
-        if nrot:
-            jrot = jrot + side * where(mask, frame_ang, 0.0)
-    return jp.concatenate([jlin, jrot], 1) if nrot else jlin
+    # (6, nv): the translational rows of cdof, then the rotational ones
+    cols = jp.concatenate([d.cdof[:, 3:].T, d.cdof[:, :3].T])
+    frame = con.frame[:, :nlin]
+    # both sides' [frame, offset x frame] rows times cols in one product: its transpose is one
+    # contraction over the 2 n nlin rows and one product back, where a product per term
+    # (frame, and each side's moment) transposed into three of each (gymnasium humanoid:
+    # those contractions over its 570 rows were the costliest kernels of the reverse pass)
+    offsets, masks = zip(*(smooth.jac_offset(m, d, con.pos, gb[geom])
+                           for geom in (con.geom[:, 0], con.geom[:, 1])))
+    rows = jp.stack([jp.concatenate([frame, math.cross(off[:, None, :], frame)], -1)
+                     for off in offsets])
+    both = (rows.reshape(-1, 6) @ cols).reshape(2, n, nlin, -1)
+    mask1, mask2 = masks[0][:, None, :], masks[1][:, None, :]
+    jlin = where(mask2, both[1], 0.0) - where(mask1, both[0], 0.0)
+    if not nrot:
+        return jlin
+    frame_ang = (con.frame[:, :nrot].reshape(-1, 3) @ cols[3:]).reshape(n, nrot, -1)
+    jrot = where(mask2, frame_ang, 0.0) - where(mask1, frame_ang, 0.0)
+    return jp.concatenate([jlin, jrot], 1)
 
 
 def contact_active(con) -> jax.Array:

@@ -321,7 +321,8 @@ def _evaluate(m, d, p, cone, isl: _Islands, qacc, ma, jar, newton: bool, need_mg
     return cost, grad, mgrad, None
 
 
-def _linesearch(m, d, p, cone, isl: _Islands, ctx: Context, differentiated: bool):
+def _linesearch(m, d, p, cone, isl: _Islands, ctx: Context, differentiated: bool,
+                polish: bool = False):
     """(alpha, v = J search, mv = M search): MuJoCo 4.0's line search (``_search``).
 
     The search itself is a ``while_loop`` and is never differentiated: under reverse mode it
@@ -338,10 +339,10 @@ def _linesearch(m, d, p, cone, isl: _Islands, ctx: Context, differentiated: bool
     v = d.efc_J @ srch
     mv = d.qM @ srch
     if not differentiated:
-        return _search(m, d, p, cone, isl, ctx, v, mv), v, mv
+        return _search(m, d, p, cone, isl, ctx, v, mv, polish), v, mv
     sg = jax.lax.stop_gradient
     args = (m, d, cone, isl, ctx, v, mv)
-    alpha = _search(sg(m), sg(d), p, sg(cone), sg(isl), sg(ctx), sg(v), sg(mv))
+    alpha = _search(sg(m), sg(d), p, sg(cone), sg(isl), sg(ctx), sg(v), sg(mv), polish)
 
     def correction(alpha, args):
         """The Newton point's offset from alpha, zero in value where the search converged."""
@@ -384,7 +385,11 @@ def _point(m, d, p, cone, isl: _Islands, ctx: Context, v, mv):
     return point
 
 
-def _search(m, d, p, cone, isl: _Islands, ctx: Context, v, mv):
+# see _search's ``polish``
+_SLOPE_ROUNDING = 16
+
+
+def _search(m, d, p, cone, isl: _Islands, ctx: Context, v, mv, polish: bool = False):
     """MuJoCo 4.0's line search on the piecewise-quadratic cost, one step length per island
     (islands share no row, so each island's cost depends on its own step only and one
     forward-mode pass with a unit tangent gives every island's derivatives).
@@ -402,7 +407,14 @@ def _search(m, d, p, cone, isl: _Islands, ctx: Context, v, mv):
     decides the iterate, so the schedule, not only the minimizer, must be MuJoCo's.
 
     A step whose searches have all ended changes nothing, so the ``while_loop`` stops there
-    (at most ``ls_iterations + 3`` steps; usually two or three run)."""
+    (at most ``ls_iterations + 3`` steps; usually two or three run).
+
+    ``polish`` (the implicit adjoint's forward, whose contract is the minimizer, not MuJoCo's
+    iterates): a slope within rounding of the first one, ``_SLOPE_ROUNDING`` ulps of it,
+    passes the slope test too. In float32 the scaled tolerance (1e-10 by default) is below
+    what a slope can resolve, and the search went on bracketing rounding noise until
+    the bracket or budget ran out: gymnasium humanoid, 11 search steps a stage (float64:
+    the floor is ~1e-15 of the first slope, below the tolerance as a rule)."""
     srch = ctx.search
     point = _point(m, d, p, cone, isl, ctx, v, mv)
 
@@ -419,6 +431,8 @@ def _search(m, d, p, cone, isl: _Islands, ctx: Context, v, mv):
     budget = m.opt.ls_iterations
     one_sided, midpoint, next1, next2, done = 0, 1, 2, 3, 4
     p0 = point(jp.zeros(k, dtype))
+    if polish:
+        gtol = jp.maximum(gtol, _SLOPE_ROUNDING * jp.finfo(dtype).eps * jp.abs(p0[2]))
     # MuJoCo 4.0 keeps this first Newton point even where it costs more than 0 (measured: the
     # public 3.x source falls back to 0 there, and 4.0's step and neval differ from that)
     p1 = point(newton(p0))
@@ -560,8 +574,8 @@ def _cost_change(m, d, p, cone, isl: _Islands, ctx: Context, alpha, v, mv, jar):
 
 
 def _primal_step(m, d, p, cone, isl: _Islands, newton: bool, differentiated: bool,
-                 ctx: Context) -> Context:
-    alpha, v, mv = _linesearch(m, d, p, cone, isl, ctx, differentiated)
+                 ctx: Context, polish: bool = False) -> Context:
+    alpha, v, mv = _linesearch(m, d, p, cone, isl, ctx, differentiated, polish)
     a_dof = isl.dof @ alpha
     dq, dma, djar = a_dof * ctx.search, a_dof * mv, (isl.efc @ alpha) * v
     # Once an island's step is rounding noise (the solve has converged but tolerance 0 keeps
@@ -665,18 +679,21 @@ def _init(m: Model, d: Data, p: RowPlan, cone, isl: _Islands, newton: bool,
 
 def _solve_primal(m: Model, d: Data, p: RowPlan, newton: bool, loop: str, *,
                   differentiated: bool, start: jax.Array | None = None,
-                  done: jax.Array | None = None, factor: bool = False) -> Context:
+                  done: jax.Array | None = None, factor: bool = False,
+                  polish: bool = False) -> Context:
     """``differentiated``: reverse mode runs through the iterations (the unrolled adjoint
     with the fixed loop), so every loop inside must be of fixed length. ``start``: the first
     iterate (default: ``_init``'s choice); ``done``: islands already solved, which keep it.
-    ``factor`` (Newton): keep the Hessian's Cholesky factor at the returned iterate."""
+    ``factor`` (Newton): keep the Hessian's Cholesky factor at the returned iterate.
+    ``polish``: the line search's stop of the implicit adjoint's forward (``_search``)."""
     cone = _cone(m, d, p)
     isl = _islands(m, d)
     ctx = _init(m, d, p, cone, isl, newton, start, factor)
     if done is not None:
         ctx = ctx.replace(done=ctx.done | done)
     differentiated = differentiated and loop == "fixed"
-    step = lambda c: _primal_step(m, d, p, cone, isl, newton, differentiated, c)  # noqa: E731
+    step = lambda c: _primal_step(  # noqa: E731
+        m, d, p, cone, isl, newton, differentiated, c, polish)
     if loop == "early_exit":
         if m.opt.iterations == 1:
             # one iteration, or none where every island is done: the step keeps a done
@@ -1053,7 +1070,7 @@ def _iterate(m: Model, d: Data, loop: str, factor: bool = False):
     def newton(iterations, start=None, done=None):
         budget = m.replace(opt=m.opt.replace(iterations=iterations))
         return _solve_primal(budget, d, p, True, "early_exit", differentiated=False,
-                             start=start, done=done, factor=factor)
+                             start=start, done=done, factor=factor, polish=True)
 
     if m.opt.solver == SolverType.NEWTON:
         # Newton's own loop, run on: where opt.iterations converge it stops where they do (the

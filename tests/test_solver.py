@@ -219,6 +219,26 @@ def test_float32(cone):
     assert_close("qacc float32", np.asarray(out.qacc, np.float64), mjd.qacc, FLOAT32_RTOL)
 
 
+@pytest.mark.parametrize("cone", [0, ELLIPTIC])
+def test_float32_implicit_forward_reaches_the_minimizer(cone):
+    """The implicit adjoint's forward in float32, from 1 configured iteration: its line
+    searches stop at rounding (``solver._search``'s ``polish``), and the minimizer it returns
+    is MuJoCo's converged one (float64, 50 iterations) to float32 rounding, as the fixed
+    loop's converged float32 solve is (test_float32). In float64 the floor is far below the
+    tolerance: the same solve agrees to 1e-9."""
+    ref = dict(tolerance=1e-10, iterations=50, cone=cone)
+    _, mjd, m, d = setup(CONTACT_XML, seed=1, qvel_noise=0.3, opt=ref)
+    one = m.replace(opt=m.opt.replace(iterations=1))
+    implicit = jax.jit(lambda m, d: solver.solve(m, d, loop="early_exit", adjoint="implicit"))
+    m32, d32 = _f32(one), _f32(d)
+    rows = jax.jit(lambda m, d: constraint.reference_constraint(
+        m, constraint.make_constraint(m, d)))(m32, d32)
+    out = implicit(m32, rows)
+    assert out.qacc.dtype == jp.float32
+    assert_close("qacc float32", np.asarray(out.qacc, np.float64), mjd.qacc, FLOAT32_RTOL)
+    assert_close("qacc float64", implicit(one, d).qacc, mjd.qacc, 1e-9)
+
+
 PIPELINE_XML = """
 <mujoco><option timestep="0.005" tolerance="1e-13" iterations="200"/><worldbody>
 <geom type="plane" size="5 5 .1"/>
