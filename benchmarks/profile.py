@@ -1,0 +1,121 @@
+"""Where a rollout program's time goes: a Perfetto trace of one call, its executed thunks
+(XLA CPU kernels) summed per HLO computation (the scan bodies, the solver's while loops),
+then per kernel kind and output size within the busiest ones.
+
+    python benchmarks/profile.py humanoid implicit --steps 10
+    python benchmarks/profile.py ant forward --top 3
+
+Programs as ``grad.py`` builds them, batch 1, float32, ``--iterations 1 --solver NEWTON``:
+``forward`` (the fixed-iteration rollout), ``fwd-implicit`` (the implicit adjoint's forward)
+and ``implicit`` (its gradient w.r.t. the controls). Traced durations carry the profiler's
+cost per thunk (a 10-step humanoid gradient runs ~3x slower traced), so compare counts
+freely and durations only between kernels of like size; time changes with ``ab.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import gzip
+import json
+import math
+import pathlib
+import re
+import tempfile
+
+import jax
+from grad import IMPLICIT, _inputs, mjx_lite_programs
+from run import _model_path
+
+_DEF = re.compile(r"\s+(?:ROOT )?%?([\w.\-]+) = (\(?[a-z0-9]+\[[\d,]*\]\S*)")
+_COMP = re.compile(r"^(?:ENTRY )?%?([\w.\-]+) .*\{\s*$")
+_SIZES = (64, 512, 4096, 20000)
+
+
+def _events(fn, args, out: pathlib.Path) -> tuple[collections.Counter, collections.Counter]:
+    jax.block_until_ready(fn(*args))
+    jax.profiler.start_trace(str(out), create_perfetto_trace=True)
+    jax.block_until_ready(fn(*args))
+    jax.profiler.stop_trace()
+    path = glob.glob(str(out / "**" / "*.json.gz"), recursive=True)[0]
+    trace = json.load(gzip.open(path))
+    count, dur = collections.Counter(), collections.Counter()
+    for e in trace["traceEvents"] if isinstance(trace, dict) else trace:
+        if e.get("ph") == "X":
+            count[e["name"]] += 1
+            dur[e["name"]] += e.get("dur", 0)
+    return count, dur
+
+
+def _instructions(hlo: str) -> dict:
+    """instruction name -> (computation, largest output size)."""
+    out, comp = {}, None
+    for line in hlo.splitlines():
+        head = _COMP.match(line)
+        if head:
+            comp = head.group(1)
+            continue
+        inst = _DEF.match(line)
+        if inst and comp:
+            dims = re.findall(r"\[([\d,]*)\]", inst.group(2))
+            size = max((math.prod(int(x) for x in d.split(",") if x) for d in dims), default=1)
+            out[inst.group(1)] = (comp, size)
+    return out
+
+
+def _bucket(size: int) -> str:
+    return next((f"<={s}" for s in _SIZES if size <= s), f">{_SIZES[-1]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model")
+    parser.add_argument("program", choices=("forward", "fwd-implicit", "implicit"))
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--top", type=int, default=4, help="computations broken down")
+    a = parser.parse_args()
+
+    m, d, forward, grad = mjx_lite_programs(__import__("mjx_lite"), _model_path(a.model),
+                                            a.steps, 1, "NEWTON")
+    db, ctrls = _inputs(m, d, 1, a.steps)
+    program = {"forward": lambda x, c: forward(x, c),
+               "fwd-implicit": lambda x, c: forward(x, c, step_fn=IMPLICIT),
+               "implicit": lambda x, c: grad(x, c, step_fn=IMPLICIT)}[a.program]
+    compiled = jax.jit(program).lower(db, ctrls).compile()
+    with tempfile.TemporaryDirectory() as tmp:
+        count, dur = _events(compiled, (db, ctrls), pathlib.Path(tmp))
+    where = _instructions(compiled.as_text())
+
+    per_comp, per_comp_us = collections.Counter(), collections.Counter()
+    for name, n in count.items():
+        if name in where:
+            per_comp[where[name][0]] += n
+            per_comp_us[where[name][0]] += dur[name]
+    print(f"{a.model} {a.program}, {a.steps} steps: {sum(per_comp.values())} thunks")
+    for comp, n in per_comp.most_common(12):
+        print(f"  {n:8d} thunks {per_comp_us[comp] / 1e3:8.1f} ms traced  {comp[:70]}")
+    for comp, _ in per_comp.most_common(a.top):
+        kinds, kinds_us = collections.Counter(), collections.Counter()
+        sizes, sizes_us = collections.Counter(), collections.Counter()
+        for name, n in count.items():
+            if where.get(name, (None,))[0] != comp:
+                continue
+            stem = re.sub(r"\.\d+$", "", name)
+            kind = stem.split("_")[-1] if "fusion" in stem else stem
+            kinds[kind] += n
+            kinds_us[kind] += dur[name]
+            size = _bucket(where[name][1])
+            sizes[size] += n
+            sizes_us[size] += dur[name]
+        print(f"\n{comp[:70]}")
+        for kind, us in kinds_us.most_common(8):
+            print(f"  {kinds[kind]:8d} {kind:20s} {us / 1e3:8.2f} ms traced")
+        for size in [f"<={s}" for s in _SIZES] + [f">{_SIZES[-1]}"]:
+            if sizes[size]:
+                print(f"  output {size:>7s}: {sizes[size]:7d} thunks, "
+                      f"{sizes_us[size] / max(sizes[size], 1):5.2f} us traced each")
+
+
+if __name__ == "__main__":
+    main()
