@@ -2,8 +2,8 @@
 (XLA CPU kernels) summed per HLO computation (the scan bodies, the solver's while loops),
 then per kernel kind and output size within the busiest ones.
 
-    python benchmarks/profile.py humanoid implicit --steps 10
-    python benchmarks/profile.py ant forward --top 3
+    python benchmarks/trace_profile.py humanoid implicit --steps 10
+    python benchmarks/trace_profile.py ant forward --top 3
 
 Programs as ``grad.py`` builds them, batch 1, float32, ``--iterations 1 --solver NEWTON``:
 ``forward`` (the fixed-iteration rollout), ``fwd-implicit`` (the implicit adjoint's forward)
