@@ -28,6 +28,8 @@ import jax
 from grad import IMPLICIT, _inputs, mjx_lite_programs
 from run import _model_path
 
+import mjx_lite
+
 _DEF = re.compile(r"\s+(?:ROOT )?%?([\w.\-]+) = (\(?[a-z0-9]+\[[\d,]*\]\S*)")
 _COMP = re.compile(r"^(?:ENTRY )?%?([\w.\-]+) .*\{\s*$")
 _SIZES = (64, 512, 4096, 20000)
@@ -76,8 +78,8 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=4, help="computations broken down")
     a = parser.parse_args()
 
-    m, d, forward, grad = mjx_lite_programs(__import__("mjx_lite"), _model_path(a.model),
-                                            a.steps, 1, "NEWTON")
+    m, d, forward, grad = mjx_lite_programs(mjx_lite, _model_path(a.model), a.steps, 1,
+                                            "NEWTON")
     db, ctrls = _inputs(m, d, 1, a.steps)
     program = {"forward": lambda x, c: forward(x, c),
                "fwd-implicit": lambda x, c: forward(x, c, step_fn=IMPLICIT),
@@ -114,7 +116,7 @@ def main() -> None:
         for size in [f"<={s}" for s in _SIZES] + [f">{_SIZES[-1]}"]:
             if sizes[size]:
                 print(f"  output {size:>7s}: {sizes[size]:7d} thunks, "
-                      f"{sizes_us[size] / max(sizes[size], 1):5.2f} us traced each")
+                      f"{sizes_us[size] / sizes[size]:5.2f} us traced each")
 
 
 if __name__ == "__main__":

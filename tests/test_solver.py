@@ -206,13 +206,15 @@ def _f32(tree):
         lambda x: x.astype(jp.float32) if jp.issubdtype(x.dtype, jp.floating) else x, tree)
 
 
+_rows = jax.jit(lambda m, d: constraint.reference_constraint(m, constraint.make_constraint(m, d)))
+
+
 @pytest.mark.parametrize("cone", [0, ELLIPTIC])
 def test_float32(cone):
     opt = dict(tolerance=1e-8, iterations=50, cone=cone)
     _, mjd, m, d = setup(CONTACT_XML, seed=1, qvel_noise=0.3, opt=opt)
-    m32, d32 = _f32(m), _f32(d)
-    rows = jax.jit(lambda m, d: constraint.reference_constraint(
-        m, constraint.make_constraint(m, d)))(m32, d32)
+    m32 = _f32(m)
+    rows = _rows(m32, _f32(d))
     assert rows.efc_J.dtype == rows.efc_aref.dtype == rows.efc_D.dtype == jp.float32
     out = _solve(m32, rows)
     assert out.qacc.dtype == jp.float32
@@ -230,10 +232,8 @@ def test_float32_implicit_forward_reaches_the_minimizer(cone):
     _, mjd, m, d = setup(CONTACT_XML, seed=1, qvel_noise=0.3, opt=ref)
     one = m.replace(opt=m.opt.replace(iterations=1))
     implicit = jax.jit(lambda m, d: solver.solve(m, d, loop="early_exit", adjoint="implicit"))
-    m32, d32 = _f32(one), _f32(d)
-    rows = jax.jit(lambda m, d: constraint.reference_constraint(
-        m, constraint.make_constraint(m, d)))(m32, d32)
-    out = implicit(m32, rows)
+    m32 = _f32(one)
+    out = implicit(m32, _rows(m32, _f32(d)))
     assert out.qacc.dtype == jp.float32
     assert_close("qacc float32", np.asarray(out.qacc, np.float64), mjd.qacc, FLOAT32_RTOL)
     assert_close("qacc float64", implicit(one, d).qacc, mjd.qacc, 1e-9)
