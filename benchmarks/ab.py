@@ -9,7 +9,8 @@ Each tree's package is copied under its own name (``mjx_lite_a``, ``mjx_lite_b``
 package's own imports renamed), both programs are compiled, then each round runs one after
 the other. Programs, built by ``grad.py``'s helpers: ``forward`` (a 100-step ``rollout``, the
 model's solver set to ``--solver`` with ``--iterations``) or ``implicit`` (the gradient of a
-loss of its final state w.r.t. the controls, early-exit loop, implicit adjoint). Prints jit
+loss of its final state w.r.t. the controls, early-exit loop, implicit adjoint) or
+``fwd-implicit`` (the forward of that gradient's options, evaluated only). Prints jit
 seconds, min and median run ms, peak memory (``run.peak_mb``) and a checksum of the output
 per tree.
 """
@@ -47,6 +48,8 @@ def _program(pkg: str, args):
                                             args.iterations, args.solver)
     if args.program == "forward":
         fn = forward
+    elif args.program == "fwd-implicit":
+        fn = lambda x, c: forward(x, c, step_fn=IMPLICIT)  # noqa: E731
     else:
         fn = lambda x, c: grad(x, c, step_fn=IMPLICIT)  # noqa: E731
     ds = _batch(d, args.batch, jax.random.key(0))
@@ -63,7 +66,8 @@ def main() -> None:
     parser.add_argument("tree_a", type=pathlib.Path)
     parser.add_argument("tree_b", type=pathlib.Path)
     parser.add_argument("--model", default="humanoid")
-    parser.add_argument("--program", choices=["forward", "implicit"], default="implicit")
+    parser.add_argument("--program", choices=["forward", "fwd-implicit", "implicit"],
+                        default="implicit")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--solver", choices=["NEWTON", "CG"], default="NEWTON")

@@ -239,6 +239,28 @@ def test_float32_implicit_forward_reaches_the_minimizer(cone):
     assert_close("qacc float64", implicit(one, d).qacc, mjd.qacc, 1e-9)
 
 
+@pytest.mark.parametrize("cone", [0, ELLIPTIC])
+def test_implicit_forward_factor_is_the_final_hessians(cone):
+    """The factor the implicit adjoint's forward returns for the adjoint (``solver._iterate``)
+    is that of the Hessian at the qacc it returns, where rows changed zone from the start's
+    (checked: the start's Hessian differs), cold and warm started, with its qacc the fixed
+    loop's. A factor kept from an earlier iterate fails it (a Hessian reuse that ignored the
+    cone's middle zone did, 9e-3; one that never rebuilt it failed the pyramidal case)."""
+    opt = dict(CONVERGED, solver=int(SolverType.NEWTON), cone=cone)
+    _, _, m, d = setup(CONTACT_XML, seed=2, qvel_noise=0.3, opt=opt)
+    iterate = jax.jit(lambda m, d: solver._iterate(m, d, "early_exit", factor=True))
+    fixed = _solve(m, d)
+    for start in (jp.zeros_like(d.qacc), 0.9 * fixed.qacc):
+        dd = d.replace(qacc_warmstart=start)
+        qacc, niter, low = iterate(m, dd)
+        assert int(niter[0]) > 1
+        h = np.asarray(solver.hessian(m, dd, qacc))
+        assert_close("factor", low @ low.T, h, 1e-12)
+        for first in (start, d.qacc_smooth):  # whichever _init starts from
+            assert rel_error(np.asarray(solver.hessian(m, dd, first)), h) > 1e-3
+        assert_close("qacc", qacc, fixed.qacc, 1e-9)
+
+
 PIPELINE_XML = """
 <mujoco><option timestep="0.005" tolerance="1e-13" iterations="200"/><worldbody>
 <geom type="plane" size="5 5 .1"/>
