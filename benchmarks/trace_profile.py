@@ -4,6 +4,12 @@ then per kernel kind and output size within the busiest ones.
 
     python benchmarks/trace_profile.py humanoid implicit --steps 10
     python benchmarks/trace_profile.py ant forward --top 3
+    python benchmarks/trace_profile.py humanoid implicit --by-source 2
+
+``--by-source K`` attributes each busy computation's thunks to the mjx_lite source lines
+that emitted them (the compiled HLO's stack frames, K innermost mjx_lite frames per line):
+a transposed operation carries its primal's location, so this says which forward code the
+backward's kernels come from.
 
 Programs as ``grad.py`` builds them, batch 1, float32, ``--iterations 1 --solver NEWTON``:
 ``forward`` (the fixed-iteration rollout), ``fwd-implicit`` (the implicit adjoint's forward)
@@ -66,6 +72,49 @@ def _instructions(hlo: str) -> dict:
     return out
 
 
+def _source_lines(hlo: str, depth: int) -> dict:
+    """instruction name -> "file:function:line < caller..." (``depth`` innermost mjx_lite
+    frames) from the StackFrames table of the compiled HLO text; "?" where it has none."""
+    tables = {"FileNames": {}, "FunctionNames": {}, "FileLocations": {}, "StackFrames": {}}
+    section = None
+    for line in hlo.splitlines():
+        text = line.strip()
+        if text in tables:
+            section = tables[text]
+            continue
+        head = re.match(r"^(\d+) (.*)$", text)
+        if section is None or not head:
+            section = None if text.startswith(("%", "ENTRY", "ROOT", "HloModule")) else section
+            continue
+        key, value = int(head.group(1)), head.group(2)
+        section[key] = (dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", value))
+                        if value.startswith("{") else value.strip('"'))
+    ours = {p.name for p in pathlib.Path(mjx_lite.__file__).parent.rglob("*.py")}
+
+    def frames(frame_id):
+        out, seen = [], set()
+        while frame_id > 0 and frame_id not in seen and len(out) < depth:
+            seen.add(frame_id)
+            frame = tables["StackFrames"].get(frame_id)
+            if frame is None:
+                break
+            loc = tables["FileLocations"][frame["file_location_id"]]
+            name = pathlib.Path(tables["FileNames"][loc["file_name_id"]]).name
+            if name in ours:
+                out.append(f"{name}:{tables['FunctionNames'][loc['function_name_id']]}:"
+                           f"{loc['line']}")
+            # parent ids count from 1, 0 meaning none
+            frame_id = frame.get("parent_frame_id", 0) - 1
+        return " < ".join(out) or "?"
+
+    out = {}
+    for line in hlo.splitlines():
+        inst = re.match(r"\s+(?:ROOT )?%?([\w.\-]+) = .*stack_frame_id=(\d+)", line)
+        if inst:
+            out[inst.group(1)] = frames(int(inst.group(2)))
+    return out
+
+
 def _bucket(size: int) -> str:
     return next((f"<={s}" for s in _SIZES if size <= s), f">{_SIZES[-1]}")
 
@@ -76,6 +125,8 @@ def main() -> None:
     parser.add_argument("program", choices=("forward", "fwd-implicit", "implicit"))
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--top", type=int, default=4, help="computations broken down")
+    parser.add_argument("--by-source", type=int, default=0, metavar="K",
+                        help="also attribute thunks to source lines, K frames deep")
     a = parser.parse_args()
 
     m, d, forward, grad = mjx_lite_programs(mjx_lite, _model_path(a.model), a.steps, 1,
@@ -88,6 +139,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         count, dur = _events(compiled, (db, ctrls), pathlib.Path(tmp))
     where = _instructions(compiled.as_text())
+    source = _source_lines(compiled.as_text(), a.by_source) if a.by_source else {}
 
     per_comp, per_comp_us = collections.Counter(), collections.Counter()
     for name, n in count.items():
@@ -117,6 +169,14 @@ def main() -> None:
             if sizes[size]:
                 print(f"  output {size:>7s}: {sizes[size]:7d} thunks, "
                       f"{sizes_us[size] / sizes[size]:5.2f} us traced each")
+        if source:
+            lines, lines_us = collections.Counter(), collections.Counter()
+            for name, n in count.items():
+                if where.get(name, (None,))[0] == comp:
+                    lines[source.get(name, "?")] += n
+                    lines_us[source.get(name, "?")] += dur[name]
+            for line, n in lines.most_common(20):
+                print(f"  {n:8d} thunks {lines_us[line] / 1e3:8.2f} ms traced  {line}")
 
 
 if __name__ == "__main__":
