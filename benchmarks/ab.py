@@ -31,7 +31,7 @@ import jax.numpy as jp
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from grad import IMPLICIT, _batch, mjx_lite_programs  # noqa: E402
+from grad import _batch, _named_programs, mjx_lite_programs  # noqa: E402
 from run import _model_path, peak_mb  # noqa: E402
 
 
@@ -46,12 +46,7 @@ def _program(pkg: str, args):
     m, d, forward, grad = mjx_lite_programs(importlib.import_module(pkg),
                                             _model_path(args.model), args.steps,
                                             args.iterations, args.solver)
-    if args.program == "forward":
-        fn = forward
-    elif args.program == "fwd-implicit":
-        fn = lambda x, c: forward(x, c, step_fn=IMPLICIT)  # noqa: E731
-    else:
-        fn = lambda x, c: grad(x, c, step_fn=IMPLICIT)  # noqa: E731
+    fn = _named_programs(forward, grad)[args.program]
     ds = _batch(d, args.batch, jax.random.key(0))
     ctrls = jp.zeros((args.batch, args.steps, m.nu), d.qpos.dtype)
     start = time.perf_counter()

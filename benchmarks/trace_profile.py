@@ -31,7 +31,7 @@ import re
 import tempfile
 
 import jax
-from grad import IMPLICIT, _inputs, mjx_lite_programs
+from grad import _inputs, _named_programs, mjx_lite_programs
 from run import _model_path
 
 import mjx_lite
@@ -132,14 +132,13 @@ def main() -> None:
     m, d, forward, grad = mjx_lite_programs(mjx_lite, _model_path(a.model), a.steps, 1,
                                             "NEWTON")
     db, ctrls = _inputs(m, d, 1, a.steps)
-    program = {"forward": lambda x, c: forward(x, c),
-               "fwd-implicit": lambda x, c: forward(x, c, step_fn=IMPLICIT),
-               "implicit": lambda x, c: grad(x, c, step_fn=IMPLICIT)}[a.program]
+    program = _named_programs(forward, grad)[a.program]
     compiled = jax.jit(program).lower(db, ctrls).compile()
     with tempfile.TemporaryDirectory() as tmp:
         count, dur = _events(compiled, (db, ctrls), pathlib.Path(tmp))
-    where = _instructions(compiled.as_text())
-    source = _source_lines(compiled.as_text(), a.by_source) if a.by_source else {}
+    hlo = compiled.as_text()
+    where = _instructions(hlo)
+    source = _source_lines(hlo, a.by_source) if a.by_source else {}
 
     per_comp, per_comp_us = collections.Counter(), collections.Counter()
     for name, n in count.items():
