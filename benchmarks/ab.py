@@ -32,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from grad import _batch, _named_programs, mjx_lite_programs  # noqa: E402
-from run import _model_path, peak_mb  # noqa: E402
+from run import _model_path, add_xla_argument, peak_mb, use_xla_argument, xla_options  # noqa: E402
 
 
 def _copy_package(tree: pathlib.Path, name: str, dest: pathlib.Path) -> None:
@@ -50,7 +50,7 @@ def _program(pkg: str, args):
     ds = _batch(d, args.batch, jax.random.key(0))
     ctrls = jp.zeros((args.batch, args.steps, m.nu), d.qpos.dtype)
     start = time.perf_counter()
-    compiled = jax.jit(fn).lower(ds, ctrls).compile()
+    compiled = jax.jit(fn).lower(ds, ctrls).compile(compiler_options=xla_options() or None)
     jit_s = time.perf_counter() - start
     out = jax.block_until_ready(compiled(ds, ctrls))
     return compiled, (ds, ctrls), jit_s, float(np.sum(np.abs(np.asarray(out)))), peak_mb(compiled)
@@ -68,7 +68,9 @@ def main() -> None:
     parser.add_argument("--solver", choices=["NEWTON", "CG"], default="NEWTON")
     parser.add_argument("--iterations", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=10)
+    add_xla_argument(parser)
     args = parser.parse_args()
+    print(use_xla_argument(args), flush=True)
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)

@@ -34,7 +34,15 @@ import jax
 import jax.numpy as jp
 
 # benchmarks/run.py, beside this script
-from run import _in_child, _model_path, compile_timed, interleaved, measure
+from run import (
+    _in_child,
+    _model_path,
+    add_xla_argument,
+    compile_timed,
+    interleaved,
+    measure,
+    use_xla_argument,
+)
 
 
 def _measure(fn, *args) -> dict:
@@ -268,7 +276,9 @@ def main() -> None:
                              "(each compiles it first thing), not from the timing process")
     parser.add_argument("--mjx-timeout", type=float, default=3600,
                         help="seconds one MJX measurement may take before it is given up")
+    add_xla_argument(parser)
     args = parser.parse_args()
+    print(use_xla_argument(args), flush=True)
     its = "model's" if args.iterations is None else args.iterations
     print(f"device {jax.devices()[0].device_kind}, float32, {args.steps} steps, mjx_lite "
           f"iterations: {its}", flush=True)

@@ -53,6 +53,30 @@ def _factor_choice() -> str:
     return smooth.FACTOR
 
 
+def xla_options() -> dict:
+    """The XLA compile options every benchmarked program, mjx_lite's and MJX's alike, is
+    compiled with: ``mjx_lite.compiler_options()``, or XLA's defaults where the environment's
+    ``MJX_LITE_XLA`` is ``default`` (``--xla default``; the environment carries the choice
+    into the child processes)."""
+    if os.environ.get("MJX_LITE_XLA", "mjx_lite") == "default":
+        return {}
+    import mjx_lite
+
+    return mjx_lite.compiler_options()
+
+
+def add_xla_argument(parser) -> None:
+    parser.add_argument("--xla", choices=["mjx_lite", "default"], default="mjx_lite",
+                        help="compile options of every program: mjx_lite.compiler_options() "
+                             "(default) or XLA's defaults")
+
+
+def use_xla_argument(args) -> str:
+    """Puts ``--xla``'s choice in the environment (``xla_options``); returns it in words."""
+    os.environ["MJX_LITE_XLA"] = args.xla
+    return f"XLA options: {args.xla} {xla_options()}"
+
+
 def compile_timed(fn, *args) -> tuple:
     """(compiled, {jit_s, peak_mb, split}) of ``jax.jit(fn)`` on ``args``: jit seconds are
     JAX's trace and lowering plus XLA's compile (``split``: the three), peak the compiled
@@ -62,7 +86,7 @@ def compile_timed(fn, *args) -> tuple:
     t1 = time.perf_counter()
     lowered = traced.lower()
     t2 = time.perf_counter()
-    compiled = lowered.compile()
+    compiled = lowered.compile(compiler_options=xla_options() or None)
     t3 = time.perf_counter()
     return compiled, {"jit_s": t3 - t0, "peak_mb": peak_mb(compiled),
                       "split": (t1 - t0, t2 - t1, t3 - t2)}
@@ -362,7 +386,9 @@ def main(argv=None) -> None:
                         help="skip the tree-sparse vs dense factorization timings")
     parser.add_argument("--no-residual", action="store_true",
                         help="skip the residual column (its forward passes cost jit time)")
+    add_xla_argument(parser)
     args = parser.parse_args(argv)
+    print(use_xla_argument(args), flush=True)
     import mujoco
 
     if args.x64:
@@ -375,6 +401,7 @@ def main(argv=None) -> None:
               f"{platform.processor() or platform.machine()}; dtype "
               f"{'float64' if args.x64 else 'float32'}; disabled: {args.disable or 'none'}; "
               f"{args.steps} steps per rollout; XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}; "
+              f"compile options {xla_options()} (--xla {args.xla}); "
               f"mjx_lite solver loop {args.loop!r}; models "
               f"that ask for PGS run Newton on every engine (MJX has no PGS); "
               f"each engine and batch size in a fresh process; solver iters = mean over the "

@@ -32,7 +32,7 @@ import tempfile
 
 import jax
 from grad import _inputs, _named_programs, mjx_lite_programs
-from run import _model_path
+from run import _model_path, add_xla_argument, use_xla_argument, xla_options
 
 import mjx_lite
 
@@ -127,13 +127,18 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=4, help="computations broken down")
     parser.add_argument("--by-source", type=int, default=0, metavar="K",
                         help="also attribute thunks to source lines, K frames deep")
+    parser.add_argument("--kernels", type=int, default=0, metavar="N",
+                        help="also list the N thunks of the busiest computation with the most "
+                             "traced time, with their HLO instruction")
+    add_xla_argument(parser)
     a = parser.parse_args()
+    print(use_xla_argument(a))
 
     m, d, forward, grad = mjx_lite_programs(mjx_lite, _model_path(a.model), a.steps, 1,
                                             "NEWTON")
     db, ctrls = _inputs(m, d, 1, a.steps)
     program = _named_programs(forward, grad)[a.program]
-    compiled = jax.jit(program).lower(db, ctrls).compile()
+    compiled = jax.jit(program).lower(db, ctrls).compile(compiler_options=xla_options() or None)
     with tempfile.TemporaryDirectory() as tmp:
         count, dur = _events(compiled, (db, ctrls), pathlib.Path(tmp))
     hlo = compiled.as_text()
@@ -176,6 +181,15 @@ def main() -> None:
                     lines_us[source.get(name, "?")] += dur[name]
             for line, n in lines.most_common(20):
                 print(f"  {n:8d} thunks {lines_us[line] / 1e3:8.2f} ms traced  {line}")
+    if a.kernels:
+        comp = per_comp.most_common(1)[0][0]
+        text = {m.group(1): m.group(0).strip()[:160] for m in re.finditer(
+            r"^\s+(?:ROOT )?%?([\w.\-]+) = [^\n]*", hlo, re.M)}
+        mine = [name for name in count if where.get(name, (None,))[0] == comp]
+        print(f"\n{comp[:70]}: the {a.kernels} thunks with the most traced time")
+        for name in sorted(mine, key=lambda k: -dur[k])[:a.kernels]:
+            print(f"  {dur[name] / 1e3:7.2f} ms {count[name]:5d}x  {source.get(name, '')}\n"
+                  f"      {text.get(name, name)}")
 
 
 if __name__ == "__main__":

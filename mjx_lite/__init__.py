@@ -29,14 +29,15 @@ from mjx_lite.types import (
     Statistic,
     TrnType,
 )
+from mjx_lite.xla import compiler_options
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BiasType", "ConeType", "Data", "DisableBit", "DynType", "EnableBit", "GainType",
     "GeomType", "IntegratorType", "JointType", "MJCFError", "Model", "ObjType", "Option",
-    "SensorType", "SolverType", "Statistic", "TrnType", "__version__", "contact_force",
-    "contacts_to_numpy",
+    "SensorType", "SolverType", "Statistic", "TrnType", "__version__", "compiler_options",
+    "contact_force", "contacts_to_numpy",
     "forward", "full_m", "rne_post_constraint",
     "id2name", "inverse", "load_model", "load_model_from_string", "make_data", "name2id",
     "ray", "rollout", "step", "transition_jacobians",
