@@ -45,9 +45,9 @@ from run import (
 )
 
 
-def _measure(fn, *args) -> dict:
+def _measure(fn, *args, engine: str = "mjx_lite") -> dict:
     # the fastest of 3 warm calls: one call is at the mercy of this shared host's noise
-    return measure(fn, *args, repeats=3)[1]
+    return measure(fn, *args, repeats=3, engine=engine)[1]
 
 
 def _programs(step, m, d, nsteps: int, rollout=None):
@@ -201,7 +201,7 @@ def _mjx_program(path: str, batch: int, nsteps: int, solver: str | None, name: s
     db = _batch(d, batch, jax.random.key(0))
     ctrls = jp.zeros((batch, nsteps, mjm.nu), jp.float32)
     try:
-        return _measure({"forward": forward, "unroll": grad}[name], db, ctrls)
+        return _measure({"forward": forward, "unroll": grad}[name], db, ctrls, engine="MJX")
     except Exception as e:  # noqa: BLE001
         return {"error": type(e).__name__}
 

@@ -53,12 +53,14 @@ def _factor_choice() -> str:
     return smooth.FACTOR
 
 
-def xla_options() -> dict:
-    """The XLA compile options every benchmarked program, mjx_lite's and MJX's alike, is
-    compiled with: ``mjx_lite.compiler_options()``, or XLA's defaults where the environment's
-    ``MJX_LITE_XLA`` is ``default`` (``--xla default``; the environment carries the choice
-    into the child processes)."""
-    if os.environ.get("MJX_LITE_XLA", "mjx_lite") == "default":
+def xla_options(engine: str = "mjx_lite") -> dict:
+    """The XLA compile options of ``engine``'s programs: ``mjx_lite.compiler_options()`` or
+    XLA's defaults ({}), as ``--xla`` (mjx_lite's programs, default the former) and
+    ``--mjx-xla`` (MJX's, default the latter: mjx_lite's options slow MJX down, its humanoid
+    forward at batch 1 98.5 -> 183 ms) chose; the environment carries the choice into the
+    child processes."""
+    var = "MJX_LITE_XLA" if engine == "mjx_lite" else "MJX_LITE_XLA_MJX"
+    if os.environ.get(var, "mjx_lite" if engine == "mjx_lite" else "default") == "default":
         return {}
     import mjx_lite
 
@@ -66,36 +68,42 @@ def xla_options() -> dict:
 
 
 def add_xla_argument(parser) -> None:
-    parser.add_argument("--xla", choices=["mjx_lite", "default"], default="mjx_lite",
-                        help="compile options of every program: mjx_lite.compiler_options() "
-                             "(default) or XLA's defaults")
+    for flag, default in (("--xla", "mjx_lite"), ("--mjx-xla", "default")):
+        parser.add_argument(flag, choices=["mjx_lite", "default"], default=default,
+                            help=f"compile options of {'MJX' if 'mjx-' in flag else 'mjx_lite'}"
+                                 f"'s programs: mjx_lite.compiler_options() or XLA's defaults "
+                                 f"(default: {default})")
 
 
 def use_xla_argument(args) -> str:
-    """Puts ``--xla``'s choice in the environment (``xla_options``); returns it in words."""
+    """Puts ``--xla`` and ``--mjx-xla`` in the environment (``xla_options``); returns them in
+    words."""
     os.environ["MJX_LITE_XLA"] = args.xla
-    return f"XLA options: {args.xla} {xla_options()}"
+    os.environ["MJX_LITE_XLA_MJX"] = args.mjx_xla
+    return (f"XLA compile options: mjx_lite {args.xla} {xla_options()}, MJX {args.mjx_xla} "
+            f"{xla_options('MJX')}")
 
 
-def compile_timed(fn, *args) -> tuple:
-    """(compiled, {jit_s, peak_mb, split}) of ``jax.jit(fn)`` on ``args``: jit seconds are
-    JAX's trace and lowering plus XLA's compile (``split``: the three), peak the compiled
-    program's buffers (arguments + outputs + temporaries, XLA's memory analysis)."""
+def compile_timed(fn, *args, engine: str = "mjx_lite") -> tuple:
+    """(compiled, {jit_s, peak_mb, split}) of ``jax.jit(fn)`` on ``args`` with ``engine``'s
+    ``xla_options``: jit seconds are JAX's trace and lowering plus XLA's compile (``split``:
+    the three), peak the compiled program's buffers (arguments + outputs + temporaries, XLA's
+    memory analysis)."""
     t0 = time.perf_counter()
     traced = jax.jit(fn).trace(*args)
     t1 = time.perf_counter()
     lowered = traced.lower()
     t2 = time.perf_counter()
-    compiled = lowered.compile(compiler_options=xla_options() or None)
+    compiled = lowered.compile(compiler_options=xla_options(engine) or None)
     t3 = time.perf_counter()
     return compiled, {"jit_s": t3 - t0, "peak_mb": peak_mb(compiled),
                       "split": (t1 - t0, t2 - t1, t3 - t2)}
 
 
-def measure(fn, *args, repeats: int = 1) -> tuple:
+def measure(fn, *args, repeats: int = 1, engine: str = "mjx_lite") -> tuple:
     """(output, {jit_s, run_s, peak_mb, split}) of ``jax.jit(fn)(*args)`` (``compile_timed``),
     run seconds the fastest of ``repeats`` warm calls."""
-    compiled, info = compile_timed(fn, *args)
+    compiled, info = compile_timed(fn, *args, engine=engine)
     jax.block_until_ready(compiled(*args))
     run_s = float("inf")
     for _ in range(repeats):
@@ -233,7 +241,7 @@ def _mjx_batch(path, disable: int, batch: int, nsteps: int, x64: bool, residual:
     fn = _rollout_fn(mjx.step, nsteps)
     db = _batch(d, batch, jax.random.key(0))
     try:
-        final, t = measure(fn, m, db)
+        final, t = measure(fn, m, db, engine="MJX")
     except Exception as e:  # noqa: BLE001
         import traceback
 
@@ -401,7 +409,8 @@ def main(argv=None) -> None:
               f"{platform.processor() or platform.machine()}; dtype "
               f"{'float64' if args.x64 else 'float32'}; disabled: {args.disable or 'none'}; "
               f"{args.steps} steps per rollout; XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}; "
-              f"compile options {xla_options()} (--xla {args.xla}); "
+              f"compile options: mjx_lite {xla_options()} (--xla {args.xla}), MJX "
+              f"{xla_options('MJX')} (--mjx-xla {args.mjx_xla}); "
               f"mjx_lite solver loop {args.loop!r}; models "
               f"that ask for PGS run Newton on every engine (MJX has no PGS); "
               f"each engine and batch size in a fresh process; solver iters = mean over the "
