@@ -44,4 +44,5 @@ def test_a_step_and_its_gradient_are_the_default_options_to_rounding():
     assert int(out0.ncon) > 0
     for a, b in [(v0, v1), (g0, g1), (out0.qacc, out1.qacc), (out0.efc_force, out1.efc_force)]:
         a, b = np.asarray(a), np.asarray(b)
-        assert np.max(np.abs(a - b)) <= 1e-9 * max(np.max(np.abs(a)), 1.0)
+        # measured 1.3e-14 (qacc); the options reorder some float sums, nothing more
+        assert np.max(np.abs(a - b)) <= 1e-12 * max(np.max(np.abs(a)), 1.0)
