@@ -182,7 +182,7 @@ def _rollout_fn(m, nsteps: int, ctrl: str, record: int, loop: str = "fixed"):
 
         return jax.lax.scan(body, d, jax.random.split(key, nsteps))
 
-    return jax.jit(run)
+    return jax.jit(run, compiler_options=mjx_lite.compiler_options())
 
 
 def cmd_simulate(args) -> int:

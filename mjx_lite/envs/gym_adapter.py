@@ -16,6 +16,7 @@ from gymnasium.vector.utils import batch_space
 from gymnasium.vector.vector_env import AutoresetMode
 
 from mjx_lite import envs as _envs
+from mjx_lite.xla import compiler_options
 
 
 class VectorEnv(_GymVectorEnv):
@@ -50,8 +51,9 @@ class VectorEnv(_GymVectorEnv):
         self.single_observation_space = spaces.Box(-np.inf, np.inf, (obs_size,), np.float64)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
-        self._reset = jax.jit(self.env.reset)
-        self._step = jax.jit(self.env.step)
+        options = compiler_options()
+        self._reset = jax.jit(self.env.reset, compiler_options=options)
+        self._step = jax.jit(self.env.step, compiler_options=options)
         self._state = None
         self._key = jax.random.PRNGKey(0)
 
