@@ -9,10 +9,10 @@ XLA's newer code paths cost more than they save on kernels that small:
   hands dots and multiply-reduce fusions: a library call costs more than the few hundred
   multiply-adds of a contact Jacobian product.
 
-Measured on a 2-core CPU, gymnasium humanoid, 100 steps, Newton at 1 iteration, float32
-(``benchmarks/results/cpu_x32_grad.md``, session 55): forward rollout batch 1 about equal,
+Measured on a 2-core CPU, gymnasium humanoid, 100 steps, Newton at 1 iteration, float32, in
+one process (``docs/gradients.md``, "Session 55"): forward rollout at batch 1 about equal,
 its implicit-adjoint gradient 388 -> 312 ms; batch 64 (25 steps) forward 1,386 -> 1,243 ms,
-gradient 3,733 -> 3,258 ms; jit seconds 30-45% fewer (gradient 44.7 -> 24.4 s).
+gradient 3,733 -> 3,258 ms; jit seconds 26-45% fewer (gradient 44.7 -> 24.4 s).
 
 Use: ``jax.jit(fn, compiler_options=mjx_lite.compiler_options())``. Results differ from the
 default options' at rounding level only (XLA orders some float sums differently).
