@@ -53,14 +53,18 @@ def _factor_choice() -> str:
     return smooth.FACTOR
 
 
+# engine -> (its command-line flag, the environment variable that carries the choice into the
+# child processes, the default choice): MJX keeps XLA's defaults, since mjx_lite's options slow
+# it down (its humanoid forward at batch 1 98.5 -> 183 ms)
+_XLA_CHOICE = {"mjx_lite": ("--xla", "MJX_LITE_XLA", "mjx_lite"),
+               "MJX": ("--mjx-xla", "MJX_LITE_XLA_MJX", "default")}
+
+
 def xla_options(engine: str = "mjx_lite") -> dict:
     """The XLA compile options of ``engine``'s programs: ``mjx_lite.compiler_options()`` or
-    XLA's defaults ({}), as ``--xla`` (mjx_lite's programs, default the former) and
-    ``--mjx-xla`` (MJX's, default the latter: mjx_lite's options slow MJX down, its humanoid
-    forward at batch 1 98.5 -> 183 ms) chose; the environment carries the choice into the
-    child processes."""
-    var = "MJX_LITE_XLA" if engine == "mjx_lite" else "MJX_LITE_XLA_MJX"
-    if os.environ.get(var, "mjx_lite" if engine == "mjx_lite" else "default") == "default":
+    XLA's defaults ({}), as its flag chose (``_XLA_CHOICE``)."""
+    _, var, default = _XLA_CHOICE[engine]
+    if os.environ.get(var, default) == "default":
         return {}
     import mjx_lite
 
@@ -68,20 +72,21 @@ def xla_options(engine: str = "mjx_lite") -> dict:
 
 
 def add_xla_argument(parser) -> None:
-    for flag, default in (("--xla", "mjx_lite"), ("--mjx-xla", "default")):
+    for engine, (flag, _, default) in _XLA_CHOICE.items():
         parser.add_argument(flag, choices=["mjx_lite", "default"], default=default,
-                            help=f"compile options of {'MJX' if 'mjx-' in flag else 'mjx_lite'}"
-                                 f"'s programs: mjx_lite.compiler_options() or XLA's defaults "
+                            help=f"compile options of {engine}'s programs: "
+                                 f"mjx_lite.compiler_options() or XLA's defaults "
                                  f"(default: {default})")
 
 
 def use_xla_argument(args) -> str:
-    """Puts ``--xla`` and ``--mjx-xla`` in the environment (``xla_options``); returns them in
+    """Puts the engines' choices in the environment (``xla_options``); returns them in
     words."""
-    os.environ["MJX_LITE_XLA"] = args.xla
-    os.environ["MJX_LITE_XLA_MJX"] = args.mjx_xla
-    return (f"XLA compile options: mjx_lite {args.xla} {xla_options()}, MJX {args.mjx_xla} "
-            f"{xla_options('MJX')}")
+    words = []
+    for engine, (flag, var, _) in _XLA_CHOICE.items():
+        os.environ[var] = choice = getattr(args, flag[2:].replace("-", "_"))
+        words.append(f"{engine} {choice} {xla_options(engine)}")
+    return "XLA compile options: " + ", ".join(words)
 
 
 def compile_timed(fn, *args, engine: str = "mjx_lite") -> tuple:

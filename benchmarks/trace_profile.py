@@ -57,7 +57,7 @@ def _events(fn, args, out: pathlib.Path) -> tuple[collections.Counter, collectio
 
 
 def _instructions(hlo: str) -> dict:
-    """instruction name -> (computation, largest output size)."""
+    """instruction name -> (computation, largest output size, its line of HLO text)."""
     out, comp = {}, None
     for line in hlo.splitlines():
         head = _COMP.match(line)
@@ -68,7 +68,7 @@ def _instructions(hlo: str) -> dict:
         if inst and comp:
             dims = re.findall(r"\[([\d,]*)\]", inst.group(2))
             size = max((math.prod(int(x) for x in d.split(",") if x) for d in dims), default=1)
-            out[inst.group(1)] = (comp, size)
+            out[inst.group(1)] = (comp, size, line.strip())
     return out
 
 
@@ -183,13 +183,11 @@ def main() -> None:
                 print(f"  {n:8d} thunks {lines_us[line] / 1e3:8.2f} ms traced  {line}")
     if a.kernels:
         comp = per_comp.most_common(1)[0][0]
-        text = {m.group(1): m.group(0).strip()[:160] for m in re.finditer(
-            r"^\s+(?:ROOT )?%?([\w.\-]+) = [^\n]*", hlo, re.M)}
         mine = [name for name in count if where.get(name, (None,))[0] == comp]
         print(f"\n{comp[:70]}: the {a.kernels} thunks with the most traced time")
         for name in sorted(mine, key=lambda k: -dur[k])[:a.kernels]:
             print(f"  {dur[name] / 1e3:7.2f} ms {count[name]:5d}x  {source.get(name, '')}\n"
-                  f"      {text.get(name, name)}")
+                  f"      {where[name][2][:160]}")
 
 
 if __name__ == "__main__":
