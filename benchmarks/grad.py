@@ -23,12 +23,19 @@ seconds split into JAX's trace and
 lowering and XLA's compile; then MJX's forward and gradient at
 ``iterations=1`` (its solver's while_loop is reverse-differentiable only then). float32.
 Disable the persistent compilation cache when measuring jit seconds.
+
+``--cpus 0`` runs the process (and MJX's child processes, which inherit it) on the listed
+cores only, as ``taskset -c 0`` would: with one core, XLA's CPU client sizes its thread pool
+to one worker, and the thunk executor's hand-offs of a backward pass's independent kernels
+to the other core, which cost gymnasium ant's batch-1 gradient about a third of its time on
+this 2-core host, stay on the core (docs/gradients.md, "Session 56").
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 
 import jax
 import jax.numpy as jp
@@ -276,8 +283,16 @@ def main() -> None:
                              "(each compiles it first thing), not from the timing process")
     parser.add_argument("--mjx-timeout", type=float, default=3600,
                         help="seconds one MJX measurement may take before it is given up")
+    parser.add_argument("--cpus", type=int, nargs="+", default=None,
+                        help="cores this process and its children run on (sched_setaffinity, "
+                             "set before JAX starts its CPU client); default: all")
     add_xla_argument(parser)
     args = parser.parse_args()
+    if args.cpus is not None:
+        # before the first JAX call below: the CPU client sizes its thread pool from the
+        # cores the process may run on when it starts
+        os.sched_setaffinity(0, args.cpus)
+    print(f"cores: {sorted(os.sched_getaffinity(0))}", flush=True)
     print(use_xla_argument(args), flush=True)
     its = "model's" if args.iterations is None else args.iterations
     print(f"device {jax.devices()[0].device_kind}, float32, {args.steps} steps, mjx_lite "
