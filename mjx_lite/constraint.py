@@ -462,6 +462,53 @@ def contact_jacobian(m: Model, d: Data, con, nrows: int = 6) -> jax.Array:
     return jp.concatenate([jlin, jrot], 1)
 
 
+def _pyramid_jacobian(m: Model, d: Data, p: RowPlan, con, fr, dim, rowmask) -> jax.Array:
+    """(ncon * width, nv) pyramidal contact rows J_n +- mu_k J_k (Computation, "Friction
+    cones"), zero where ``rowmask`` is off.
+
+    Each edge row is the Jacobian of one direction, [n +- mu_k t_k, offset x (n +- mu_k t_k)]
+    for a tangent t_k, [n, offset x n +- mu_k r_k] for a rotation axis r_k, so the edges are
+    formed on the 6-vectors before the product with cdof, and only for the rows that can
+    ever be active (``RowPlan.live``): gymnasium humanoid's 161 condim-1 slots build their
+    normal row alone, where the (ncon, 3, nv) frame rows and their (ncon, width, nv) edge
+    combinations cost its implicit-gradient's backward pass the two costliest products.
+    """
+    n, w = p.ncon, p.width
+    s0 = p.nefc - p.nc
+    rows = p.live[p.live >= s0] - s0  # static (slot, edge) of each row that can be active
+    slot, edge = rows // w, rows % w
+    pair = edge // 2
+    sign = np.where(edge % 2 == 0, 1.0, -1.0)
+    axis = pair + 1  # frame row of the edge's direction: 1, 2 tangents, 3, 4, 5 rotations
+    coef = math.take(fr.reshape(-1), slot * 5 + np.minimum(pair, 4)) * sign.astype(fr.dtype)
+    # condim 1 in a pyramidal slot: its first row is the plain normal
+    coef = where(np.asarray(edge == 0) & (math.take(dim, slot) <= 1), 0.0, coef)
+    frame = con.frame.reshape(-1, 3)
+    normal = math.take(frame, slot * 3)
+    other = math.take(frame, slot * 3 + np.where(axis < 3, axis, axis - 3)) * coef[:, None]
+    linear = axis < 3
+    if linear.all():
+        lin, ang = normal + other, None
+    else:
+        on = linear[:, None].astype(other.dtype)
+        lin, ang = normal + other * on, other * (1 - on)
+    gb = jp.asarray(np.asarray(m.geom_bodyid))
+    point = math.take(con.pos, slot)
+    cols = jp.concatenate([d.cdof[:, 3:].T, d.cdof[:, :3].T])  # (6, nv): lin then rot
+    sides, masks = [], []
+    for geom in (con.geom[:, 0], con.geom[:, 1]):
+        offset, mask = smooth.jac_offset(m, d, point, math.take(gb[geom], slot))
+        moment = math.cross(offset, lin)
+        sides.append(jp.concatenate([lin, moment if ang is None else moment + ang], -1))
+        masks.append(mask)
+    # both sides in one product (its transpose: one contraction and one product back)
+    both = (jp.concatenate(sides) @ cols).reshape(2, rows.size, -1)
+    # geom 1's point Jacobian enters with negative sign: the force acts from geom 1 to geom 2
+    jac = where(masks[1], both[1], 0.0) - where(masks[0], both[0], 0.0)
+    jac = where(math.take(rowmask.reshape(-1), rows)[:, None], jac, 0.0)
+    return math.spread(jac, rows, n * w)
+
+
 def contact_active(con) -> jax.Array:
     """Slots that produce rows: real (``valid``) and not excluded (in the gap band, MuJoCo 4.0
     keeps them in d.contact without rows)."""
@@ -480,8 +527,6 @@ def _contact(m: Model, d: Data, p: RowPlan, con, dtype):
     if not p.nc:
         return out
     n, w = p.ncon, p.width
-    # rows used: elliptic the first w, pyramidal the normal and friction directions 1..w/2
-    jc = contact_jacobian(m, d, con, w if p.elliptic else w // 2 + 1)
     dim = jp.asarray(con.dim, jp.int32)
     fr = jp.maximum(MINMU, con.friction)  # mj_assignFriction clamps to mjMINMU
     gb = jp.asarray(np.asarray(m.geom_bodyid))
@@ -491,7 +536,7 @@ def _contact(m: Model, d: Data, p: RowPlan, con, dtype):
     rot = biw[b1, 1] + biw[b2, 1]
     j = np.arange(w)
     if p.elliptic:
-        jac = jc[:, :w]
+        jac = contact_jacobian(m, d, con, w)
         nrow = dim
         diag = where(j[None] < 3, tran[:, None], rot[:, None])
         pos = where(j[None] == 0, con.dist[:, None], 0.0)
@@ -500,20 +545,7 @@ def _contact(m: Model, d: Data, p: RowPlan, con, dtype):
         kzero = jp.broadcast_to(j[None] > 0, (n, w))
     else:
         pair = j // 2  # friction dimension k-1 of the edge pair
-        sign = jp.asarray(np.where(j % 2 == 0, 1.0, -1.0), dtype)
-        k = np.minimum(pair + 1, jc.shape[1] - 1)  # width 1 (condim 1) builds the normal only
         f = fr[:, np.minimum(pair, 4)]
-        # jc[:, k] as broadcasts of k's runs (k is nondecreasing): a gather's transpose is
-        # a scatter kernel, and math.take of the moved row axis moved the (batch, ncon, rows,
-        # nv) array twice under vmap (gymnasium humanoid, batch 64: this stage's transpose
-        # 2.4x slower)
-        runs = np.flatnonzero(np.diff(np.r_[-1, k, -1]))
-        rows_k = jp.concatenate([
-            jp.broadcast_to(jc[:, k[a]:k[a] + 1], (n, b - a, m.nv))
-            for a, b in zip(runs[:-1], runs[1:])], axis=1)
-        jac = jc[:, :1] + (sign[None, :] * f)[..., None] * rows_k
-        # condim 1 in a pyramidal slot: the first row is the plain normal
-        jac = jac.at[:, 0].set(where((dim > 1)[:, None], jac[:, 0], jc[:, 0]))
         nrow = where(dim > 1, 2 * (dim - 1), 1)
         fri = where(pair[None] < 2, tran[:, None], rot[:, None])
         diag = where((dim > 1)[:, None], tran[:, None] + f * f * fri, tran[:, None])
@@ -527,8 +559,12 @@ def _contact(m: Model, d: Data, p: RowPlan, con, dtype):
     nonempty = moves[b1] | moves[b2]
     active = contact_active(con) & nonempty
     rowmask = active[:, None] & (j[None] < nrow[:, None])
+    if p.elliptic:
+        jac = where(rowmask[..., None], jac, 0.0).reshape(-1, m.nv)
+    else:
+        jac = _pyramid_jacobian(m, d, p, con, fr, dim, rowmask)
     out.update(
-        J=where(rowmask[..., None], jac, 0.0).reshape(-1, m.nv),
+        J=jac,
         pos=pos.reshape(-1), margin=margin.reshape(-1), diag=diag.reshape(-1),
         imp_x=jp.repeat(con.dist - con.includemargin, w),
         solref=jp.repeat(con.solref, w, 0), solimp=jp.repeat(con.solimp, w, 0),

@@ -203,6 +203,18 @@ def _spread(v, index: _StaticIndex):
     table = index.table
     if table.shape[1] == 1 and (table < p).all():  # a permutation
         return again(flat, table[:, 0])
+    if table.shape[1] == 1:
+        # distinct entries: each unfilled place reads a zero of its own, so that the gather's
+        # own transpose (a forward spread's, in reverse mode) picks each source once; one
+        # shared zero made it sum the cotangents of all places that read it (gymnasium
+        # humanoid's contact rows put into their slot layout: an (n, 483) table, 2.5x the
+        # implicit gradient's time)
+        unfilled = table[:, 0] == p
+        table = table.copy()
+        table[unfilled, 0] = p + np.arange(int(unfilled.sum()))
+        shape = list(flat.shape)
+        shape[axis] = int(unfilled.sum())
+        return again(jp.concatenate([flat, jp.zeros(shape, flat.dtype)], axis), table[:, 0])
     pad = jp.zeros_like(jax.lax.slice_in_dim(flat, 0, 1, axis=axis))
     return jp.sum(again(jp.concatenate([flat, pad], axis), table), axis=-1 if index.last else 1,
                   dtype=flat.dtype)  # an integer sum would widen to the default int
