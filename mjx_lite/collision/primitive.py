@@ -239,8 +239,6 @@ def capsule_capsule(pos1, mat1, size1, pos2, mat2, size2, margin):
     x1 = where(x2 > 1, jp.clip(sdiv(u - mb, ma), -1, 1),
                   where(x2 < -1, jp.clip(sdiv(u + mb, ma), -1, 1), x1))
     x2 = jp.clip(x2, -1, 1)
-    g = _sphere_sphere(pos1 + axis1 * x1, mat1, size1[0], pos2 + axis2 * x2, mat2, size2[0],
-                       margin)
 
     # parallel axes: each end of one against the other's segment; first two that touch
     e1 = jp.array([1.0, -1.0, 0.0, 0.0], dtype=pos1.dtype)
@@ -251,16 +249,22 @@ def capsule_capsule(pos1, mat1, size1, pos2, mat2, size2, margin):
     px2 = where(e2 != 0, e2, px2)
     p1 = pos1[None] + px1[:, None] * axis1[None]
     p2 = pos2[None] + px2[:, None] * axis2[None]
-    pd, pp, pn, pv = jax.vmap(_sphere_sphere, (0, None, None, 0, None, None, None))(
-        p1, mat1, size1[0], p2, mat2, size2[0], margin)
-    pv, pd, pp, pn = first_k(pv, 2, pd, pp, pn)
-
+    # the candidates' touch test as _sphere_sphere makes it, then the sphere-sphere core on
+    # the two chosen point pairs only (it was run on all five candidates: ten normalizations
+    # a pair, and their derivatives, where two slots need four)
+    bound = margin + size1[0] + size2[0]
+    touch = jp.sum((p2 - p1) ** 2, -1) <= bound * bound
+    has, q1, q2 = first_k(touch, 2, p1, p2)
     slot2 = jp.arange(2) == 0
-    dist = where(general, where(slot2, g[0], 0.0), pd)
-    pos = where(general, where(slot2[:, None], g[1][None], 0.0), pp)
-    normal = where(general, where(slot2[:, None], g[2][None], 0.0), pn)
-    valid = where(general, slot2 & g[3], pv)
-    return dist, pos, normal, jp.zeros((2, 3), pos.dtype), valid
+    q1 = where(general, where(slot2[:, None], (pos1 + axis1 * x1)[None], 0.0), q1)
+    q2 = where(general, where(slot2[:, None], (pos2 + axis2 * x2)[None], 0.0), q2)
+    chosen = where(general, slot2, has)
+    dist, pos, normal, valid = jax.vmap(_sphere_sphere, (0, None, None, 0, None, None, None))(
+        q1, mat1, size1[0], q2, mat2, size2[0], margin)
+    dist = where(chosen, dist, 0.0)
+    pos = where(chosen[:, None], pos, 0.0)
+    normal = where(chosen[:, None], normal, 0.0)
+    return dist, pos, normal, jp.zeros((2, 3), pos.dtype), chosen & valid
 
 
 capsule_capsule.NCON = 2
