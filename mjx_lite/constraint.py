@@ -425,6 +425,39 @@ def _limit(m: Model, d: Data, p: RowPlan, dtype):
     return out
 
 
+def _cdof_cols(d: Data) -> jax.Array:
+    """(6, nv): cdof's translational rows, then its rotational ones."""
+    return jp.concatenate([d.cdof[:, 3:].T, d.cdof[:, :3].T])
+
+
+def _point_rows(m: Model, d: Data, point, bodies, lin, ang=None):
+    """(..., nv) rows J_2 - J_1 of directions ``lin`` (..., 3) at the contact points (..., 3)
+    of body pair ``bodies`` (...), and each side's dof mask (..., nv); leading axes broadcast
+    as in ``smooth.jac_offset``.
+
+    A direction d of a point on a body has the row [d, offset x d (+ ang)] . cdof (smooth.jac's
+    columns); geom 1's enters with negative sign, the force acting from geom 1 to geom 2
+    (Computation, "Friction cones").
+    """
+    # both sides' 6-vectors times cols in one product: its transpose is one contraction over
+    # the 2 n k rows and one product back, where a product per term (frame, and each side's
+    # moment) transposed into three of each (gymnasium humanoid: those contractions over its
+    # 570 rows were the costliest kernels of the reverse pass). A per-contact (3, 3) x (3, nv)
+    # product and its transposes run as batched dots of tiny matrices, which jaxlib 0.10's CPU
+    # backend runs several times slower.
+    sides, masks = [], []
+    for body in bodies:
+        offset, mask = smooth.jac_offset(m, d, point, body)
+        moment = math.cross(offset, lin)
+        sides.append(jp.concatenate([lin, moment if ang is None else moment + ang], -1))
+        masks.append(mask)
+    shape = jp.broadcast_shapes(sides[0].shape, sides[1].shape)[:-1]
+    sides = [jp.broadcast_to(side, (*shape, 6)) for side in sides]
+    both = (jp.concatenate(sides).reshape(-1, 6) @ _cdof_cols(d)).reshape(2, *shape, -1)
+    rows = where(masks[1], both[1], 0.0) - where(masks[0], both[0], 0.0)
+    return rows, masks
+
+
 def contact_jacobian(m: Model, d: Data, con, nrows: int = 6) -> jax.Array:
     """(ncon, nrows, nv) Jacobian of each contact in its frame: normal, 2 tangents, 3 rotations,
     the first ``nrows`` of them.
@@ -432,31 +465,16 @@ def contact_jacobian(m: Model, d: Data, con, nrows: int = 6) -> jax.Array:
     The force acts from geom 1 towards geom 2, so geom 1's point Jacobian enters with
     negative sign (Computation, "Friction cones").
     """
-    # frame_i . jac(point on b) = frame_i . cdof_lin + (offset_b x frame_i) . cdof_ang
-    # (smooth.jac's columns), written as products of (ncon * k, 6) by (6, nv) matrices: a
-    # per-contact (3, 3) x (3, nv) product and its transposes run as batched dots of tiny
-    # matrices, which jaxlib 0.10's CPU backend runs several times slower.
     # Rows no contact uses are not built: the backward pass would carry them (their
     # cotangents are zero, but XLA cannot tell), e.g. the 3 rotation rows at condim <= 3.
     n = con.pos.shape[0]
     nlin, nrot = min(nrows, 3), max(nrows - 3, 0)
     gb = jp.asarray(np.asarray(m.geom_bodyid))
-    # (6, nv): the translational rows of cdof, then the rotational ones
-    cols = jp.concatenate([d.cdof[:, 3:].T, d.cdof[:, :3].T])
-    frame = con.frame[:, :nlin]
-    # both sides' [frame, offset x frame] rows times cols in one product: its transpose is one
-    # contraction over the 2 n nlin rows and one product back, where a product per term
-    # (frame, and each side's moment) transposed into three of each (gymnasium humanoid:
-    # those contractions over its 570 rows were the costliest kernels of the reverse pass)
-    offsets, masks = zip(*(smooth.jac_offset(m, d, con.pos, gb[geom])
-                           for geom in (con.geom[:, 0], con.geom[:, 1])))
-    rows = jp.stack([jp.concatenate([frame, math.cross(off[:, None, :], frame)], -1)
-                     for off in offsets])
-    both = (rows.reshape(-1, 6) @ cols).reshape(2, n, nlin, -1)
-    mask1, mask2 = masks[0][:, None, :], masks[1][:, None, :]
-    jlin = where(mask2, both[1], 0.0) - where(mask1, both[0], 0.0)
+    bodies = (gb[con.geom[:, 0]][:, None], gb[con.geom[:, 1]][:, None])
+    jlin, (mask1, mask2) = _point_rows(m, d, con.pos[:, None], bodies, con.frame[:, :nlin])
     if not nrot:
         return jlin
+    cols = _cdof_cols(d)
     frame_ang = (con.frame[:, :nrot].reshape(-1, 3) @ cols[3:]).reshape(n, nrot, -1)
     jrot = where(mask2, frame_ang, 0.0) - where(mask1, frame_ang, 0.0)
     return jp.concatenate([jlin, jrot], 1)
@@ -493,18 +511,8 @@ def _pyramid_jacobian(m: Model, d: Data, p: RowPlan, con, fr, dim, rowmask) -> j
         on = linear[:, None].astype(other.dtype)
         lin, ang = normal + other * on, other * (1 - on)
     gb = jp.asarray(np.asarray(m.geom_bodyid))
-    point = math.take(con.pos, slot)
-    cols = jp.concatenate([d.cdof[:, 3:].T, d.cdof[:, :3].T])  # (6, nv): lin then rot
-    sides, masks = [], []
-    for geom in (con.geom[:, 0], con.geom[:, 1]):
-        offset, mask = smooth.jac_offset(m, d, point, math.take(gb[geom], slot))
-        moment = math.cross(offset, lin)
-        sides.append(jp.concatenate([lin, moment if ang is None else moment + ang], -1))
-        masks.append(mask)
-    # both sides in one product (its transpose: one contraction and one product back)
-    both = (jp.concatenate(sides) @ cols).reshape(2, rows.size, -1)
-    # geom 1's point Jacobian enters with negative sign: the force acts from geom 1 to geom 2
-    jac = where(masks[1], both[1], 0.0) - where(masks[0], both[0], 0.0)
+    bodies = tuple(math.take(gb[geom], slot) for geom in (con.geom[:, 0], con.geom[:, 1]))
+    jac, _ = _point_rows(m, d, math.take(con.pos, slot), bodies, lin, ang)
     jac = where(math.take(rowmask.reshape(-1), rows)[:, None], jac, 0.0)
     return math.spread(jac, rows, n * w)
 
