@@ -359,10 +359,11 @@ def _sphere_cull(m: Model, d: Data, g1, g2, bound_margin):
     return near, where(bounded, gap, -jp.inf)
 
 
-def group_contacts(m: Model, d: Data, grp: PairGroup):
+def group_contacts(m: Model, d: Data, grp: PairGroup, poses=None):
     """One type group's contacts: (fields of its ``npair * NCON`` slots before masking, the
     frame as its normal and proposed tangent; whether its ``max_geom_pairs`` cap dropped a
-    passing pair)."""
+    passing pair). ``poses``: its pairs' (xpos 1, xmat 1, xpos 2, xmat 2), when gathered
+    already (``collision`` gathers every group's at once)."""
     fn = collider(m, grp.types, grp)
     overflow = jp.zeros((), bool)
     g1, g2 = grp.geom1, grp.geom2
@@ -371,8 +372,11 @@ def group_contacts(m: Model, d: Data, grp: PairGroup):
     # static gathers (math.take): a jnp index's transpose is a scatter-add, an XLA kernel
     # each (gymnasium humanoid's 5 groups: 18 a reverse pass, with their adds)
     pose = lambda x, g: math.take(jp.asarray(x), g)  # noqa: E731
-    args = [pose(d.geom_xpos, g1), pose(d.geom_xmat, g1), pose(m.geom_size, g1),
-            pose(d.geom_xpos, g2), pose(d.geom_xmat, g2), pose(m.geom_size, g2), margin + gap]
+    if poses is None:
+        poses = pose(d.geom_xpos, g1), pose(d.geom_xmat, g1), pose(d.geom_xpos, g2), \
+            pose(d.geom_xmat, g2)
+    args = [poses[0], poses[1], pose(m.geom_size, g1),
+            poses[2], poses[3], pose(m.geom_size, g2), margin + gap]
     mesh = getattr(fn, "MESH", None)
     ccd = getattr(fn, "CCD", None)
     if mesh is not None:
@@ -447,8 +451,18 @@ def collision(m: Model, d: Data) -> Data:
         return d.replace(contact=Contact.zeros(0, d.qpos.dtype),
                          ncon=jp.zeros((), dtype=jp.int32))
     parts, overflow = [], jp.zeros((), bool)
-    for grp in _groups(m):
-        part, dropped = group_contacts(m, d, grp)
+    groups = _groups(m)
+    # every group's poses in one gather per field: its transpose is one gather and sum, where
+    # a gather per group and side transposed into 4 per group and the adds between them
+    sides = np.concatenate([g for grp in groups for g in (grp.geom1, grp.geom2)])
+    xpos, xmat = math.take(d.geom_xpos, sides), math.take(d.geom_xmat, sides)
+    start = 0
+    for grp in groups:
+        n = len(grp.geom1)
+        cut = [slice(start + k * n, start + (k + 1) * n) for k in range(2)]
+        start += 2 * n
+        poses = xpos[cut[0]], xmat[cut[0]], xpos[cut[1]], xmat[cut[1]]
+        part, dropped = group_contacts(m, d, grp, poses)
         parts.append(part)
         overflow = overflow | dropped
     cat = {k: jp.concatenate([p[k] for p in parts]) for k in parts[0]}
