@@ -194,7 +194,13 @@ def _remat(fn):
     mode are unaffected; reverse mode through a 100-step rollout stores 1.7-4x less (ant and
     humanoid, batch 1 and 64) and, on ant at batch 1, runs 14% (unrolled) and 22% (implicit
     adjoint) faster (benchmarks/results/cpu_x32_grad.md)."""
-    return jax.checkpoint(fn, policy=_saved, prevent_cse=False)
+    def call(first, *args):
+        # the Model's known leaves closed over, not checkpointed arguments (split_traced)
+        traced, known = support.split_traced(first)
+        return jax.checkpoint(lambda t, *a: fn(support.join_traced(t, known), *a),
+                              policy=_saved, prevent_cse=False)(traced, *args)
+
+    return call
 
 
 def _forward(m: Model, d: Data, *, loop: str, adjoint: str, sensors: bool) -> Data:

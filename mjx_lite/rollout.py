@@ -52,7 +52,8 @@ def rollout(m: Model, d: Data, ctrls: jax.Array, *, checkpoint: bool = False,
 
     if (m.opt.integrator == IntegratorType.RK4 and adjoint == "implicit" and fields is not None
             and not checkpoint and contact_smoothing == 0.0):
-        return _rk4_rollout(m, d, ctrls, loop, adjoint, fields)
+        traced, known = support.split_traced(m)
+        return _rk4_rollout(traced, d, ctrls, loop, adjoint, (known, fields))
     return _scan_steps(m, _dense_tangents((d, ctrls))[0], ctrls, loop=loop, adjoint=adjoint,
                        contact_smoothing=contact_smoothing, fields=fields, checkpoint=checkpoint)
 
@@ -83,7 +84,7 @@ _BOUNDARY = ("time", "qpos", "qvel", "act", "qacc_warmstart", "ctrl", "qfrc_appl
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(3, 4, 5))
-def _rk4_rollout(m: Model, d: Data, ctrls: jax.Array, loop: str, adjoint: str, fields):
+def _rk4_rollout(traced: list, d: Data, ctrls: jax.Array, loop: str, adjoint: str, static):
     """An RK4 rollout with the implicit adjoint: evaluated, ``step`` scanned over the controls
     (a scan of steps, each a scan of 4 stages); differentiated, one scan of the 4 T stages
     (``_rk4_stages``), the same operations in the same order. Reverse mode through the nested
@@ -94,11 +95,15 @@ def _rk4_rollout(m: Model, d: Data, ctrls: jax.Array, loop: str, adjoint: str, f
     ms (6 and 5 runs); humanoid jit 46.2 -> 45.9 s, run 351.5 -> 333.3 ms (one run each).
     Not the evaluation, nor the unrolled adjoint: the XLA CPU runtime ran those slower in an
     earlier form of the one scan, dispatching more of their kernels to other threads (ant
-    forward 32 -> 41 ms, unrolled gradient 140 -> 197 ms; not re-measured on the final form)."""
-    return _scan_steps(m, d, ctrls, loop=loop, adjoint=adjoint, fields=fields)
+    forward 32 -> 41 ms, unrolled gradient 140 -> 197 ms; not re-measured on the final form).
+    ``traced``: the Model's traced leaves; ``static``: (its known leaves, the fields kept),
+    from ``support.split_traced``: as arguments, its known leaves would be traced inside."""
+    known, fields = static
+    return _scan_steps(support.join_traced(traced, known), d, ctrls, loop=loop, adjoint=adjoint,
+                       fields=fields)
 
 
-def _rk4_rollout_jvp(loop, adjoint, fields, primals, tangents):
+def _rk4_rollout_jvp(loop, adjoint, static, primals, tangents):
     # the inputs without a tangent get a zero that depends on one (as _dense_tangents does),
     # not JAX's instantiated constant zero, which partial evaluation treats as known and then
     # unknown, one more round over the stage scan (ant, 5 steps: trace 7.2 -> 6.1 s)
@@ -106,8 +111,10 @@ def _rk4_rollout_jvp(loop, adjoint, fields, primals, tangents):
     tangents = jax.tree.map(
         lambda t: np.zeros(t.shape, t.dtype) if isinstance(t, SymbolicZero) else t, tangents,
         is_leaf=lambda t: isinstance(t, SymbolicZero))
-    return jax.jvp(lambda m, d, c: _rk4_stages(m, d, c, loop, adjoint, fields), primals,
-                   tangents)
+    known, fields = static
+    return jax.jvp(
+        lambda t, d, c: _rk4_stages(support.join_traced(t, known), d, c, loop, adjoint, fields),
+        primals, tangents)
 
 
 def _rk4_stages(m: Model, d: Data, ctrls: jax.Array, loop: str, adjoint: str, fields):

@@ -13,7 +13,8 @@ from mjx_lite.types import Data, DisableBit, Model, ObjType
 
 __all__ = [
     "check_acc", "check_pos", "check_pos_vel", "check_vel", "contact_force", "forward_checked",
-    "full_m", "id2name", "is_bad", "jac", "mul_m", "name2id", "reset_where", "solve_m",
+    "full_m", "id2name", "is_bad", "jac", "join_traced", "mul_m", "name2id", "reset_where",
+    "solve_m", "split_traced",
 ]
 
 # ObjType -> the kind strings of Model.names (interop.NAME_KINDS); XBODY shares body names.
@@ -194,7 +195,10 @@ def check_acc(m: Model, d: Data, reforward, when=True) -> Data:
     bad = is_bad(d.qacc) & when
     if m.opt.disableflags & DisableBit.AUTORESET:
         return d.replace(warning_count=d.warning_count.at[WARN_BADQACC].add(bad.astype(jp.int32)))
-    ms, ds = jax.lax.stop_gradient((m, d))
+    # the Model's known leaves stay values (split_traced): stop_gradient would trace them
+    ms = jax.tree.map(lambda x: jax.lax.stop_gradient(x) if isinstance(x, jax.core.Tracer)
+                      else x, m)
+    ds = jax.lax.stop_gradient(d)
 
     def body(carry):
         return jp.zeros((), bool), reforward(ms, reset_data(ms, ds, WARN_BADQACC))
@@ -223,3 +227,33 @@ def forward_checked(m: Model, d: Data, fwd) -> Data:
         return (n == 0) | ((n == 1) & is_bad(out.qacc))
 
     return jax.lax.while_loop(cond, body, (d, jp.zeros((), jp.int32)))[0]
+
+
+class KnownLeaves:
+    """The leaves of a pytree that are values, not tracers, and the tree to put the traced
+    ones back in (``split_traced``); hashed by identity, so a static argument."""
+
+    def __init__(self, treedef, leaves, traced):
+        self.treedef, self.leaves, self.traced = treedef, leaves, traced
+
+
+def split_traced(tree) -> tuple[list, KnownLeaves]:
+    """(the traced leaves of ``tree``, its other leaves).
+
+    A Model passed as an argument into ``jax.checkpoint``, a ``custom_jvp`` or a loop is
+    traced there whole, and the shortcuts taken on known values are lost: no fluid forces
+    where density and viscosity are known zeros (gymnasium humanoid: ~11 fluid kernels a
+    stage forward, ~38 in the reverse pass). Only its traced leaves (a Model that is itself
+    an argument, or differentiated) need to go in; the others are closed over as values.
+    """
+    leaves, treedef = jax.tree.flatten(tree)
+    traced = tuple(isinstance(x, jax.core.Tracer) for x in leaves)
+    return ([x for x, t in zip(leaves, traced) if t],
+            KnownLeaves(treedef, [None if t else x for x, t in zip(leaves, traced)], traced))
+
+
+def join_traced(traced: list, known: KnownLeaves):
+    """The tree ``split_traced`` split, from (new) traced leaves and its known ones."""
+    it = iter(traced)
+    return jax.tree.unflatten(
+        known.treedef, [next(it) if t else x for x, t in zip(known.leaves, known.traced)])
