@@ -640,7 +640,12 @@ def make_constraint(m: Model, d: Data, contact=None) -> Data:
     solref = _safe_solref(m, rows["solref"], default_ref)
     reffr = _safe_solref(m, rows["reffr"], jp.zeros(2, dtype))
     solimp = _clamp_solimp(rows["solimp"])
-    imp = impedance(solimp, rows["imp_x"])
+    imp = impedance(solimp[:ncnt], rows["imp_x"][:ncnt])
+    if p.nc:
+        # a contact's rows share its violation and solimp: its impedance once per slot, not
+        # per row (its powers and their derivatives ran over gymnasium humanoid's 819 rows)
+        per_slot = impedance(_clamp_solimp(con.solimp), con.dist - con.includemargin)
+        imp = jp.concatenate([imp, jp.repeat(per_slot, p.width)])
     diag = rows["diag"]
     if m.opt.enableflags & EnableBit.DIAGEXACT:
         # MuJoCo 4.0's diagexact (not in the seeds; measured on 4.0: efc_diagA / (J M^-1 J')_ii
