@@ -214,3 +214,42 @@ def test_stage_scan_is_batched_and_split_once(monkeypatch):
     # the biggest: the stage scan's differentiated body
     rounds = {kind: c[max(c)] for kind, c in counts.items()}
     assert rounds == {"batch": 1, "split": 1}, rounds
+
+
+def test_known_model_leaves_stay_values_inside(monkeypatch):
+    """A Model closed over by the traced function keeps its values inside ``jax.checkpoint``
+    (``forward._remat``) and the RK4 rollout's ``custom_jvp`` (``support.split_traced``), so
+    the shortcuts on known values hold there: with density and viscosity known zeros, no
+    fluid force is traced, in the forward nor in the implicit gradient. A Model that is an
+    argument is traced and gets them, and its derivative w.r.t. density is that of the scan
+    of steps."""
+    from mjx_lite import passive
+
+    traced = []
+    real = passive._inertia_box_fluid
+    monkeypatch.setattr(passive, "_inertia_box_fluid",
+                        lambda m, *a: traced.append(1) or real(m, *a))
+    m = mjx_lite.load_model_from_string(RK4_ARM)
+    d = mjx_lite.make_data(m).replace(qvel=jp.array([0.3, -0.2, 0.5, 1.0]))
+    ctrls = jp.full((3, m.nu), 0.1)
+
+    def loss(m, c):
+        final = mjx_lite.rollout(m, d, c, fields=(), **IMPLICIT)[0]
+        return jp.sum(final.qvel**2)
+
+    jax.make_jaxpr(lambda c: loss(m, c))(ctrls)
+    jax.make_jaxpr(jax.grad(lambda c: loss(m, c)))(ctrls)
+    assert not traced
+    # the Model as an argument: traced, and differentiable w.r.t. density
+    m = m.replace(opt=m.opt.replace(density=jp.asarray(1.2)))
+    grad = jax.jit(jax.grad(lambda rho, c: loss(m.replace(opt=m.opt.replace(density=rho)),
+                                                 c)))(m.opt.density, ctrls)
+    assert traced
+
+    def loss_steps(rho):
+        mr = m.replace(opt=m.opt.replace(density=rho))
+        return jp.sum(ROLLOUT._scan_steps(mr, d, ctrls, loop="fixed", adjoint="unroll",
+                                          fields=())[0].qvel ** 2)
+
+    np.testing.assert_allclose(grad, jax.grad(loss_steps)(m.opt.density), rtol=1e-6)
+    assert float(jp.abs(grad)) > 0
