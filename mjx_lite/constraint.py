@@ -451,8 +451,7 @@ def _point_rows(m: Model, d: Data, point, bodies, lin, ang=None):
         moment = math.cross(offset, lin)
         sides.append(jp.concatenate([lin, moment if ang is None else moment + ang], -1))
         masks.append(mask)
-    shape = jp.broadcast_shapes(sides[0].shape, sides[1].shape)[:-1]
-    sides = [jp.broadcast_to(side, (*shape, 6)) for side in sides]
+    shape = sides[0].shape[:-1]  # both sides' rows have lin's shape
     both = (jp.concatenate(sides).reshape(-1, 6) @ _cdof_cols(d)).reshape(2, *shape, -1)
     rows = where(masks[1], both[1], 0.0) - where(masks[0], both[0], 0.0)
     return rows, masks
@@ -574,7 +573,6 @@ def _contact(m: Model, d: Data, p: RowPlan, con, dtype):
     out.update(
         J=jac,
         pos=pos.reshape(-1), margin=margin.reshape(-1), diag=diag.reshape(-1),
-        imp_x=jp.repeat(con.dist - con.includemargin, w),
         solref=jp.repeat(con.solref, w, 0), solimp=jp.repeat(con.solimp, w, 0),
         reffr=jp.repeat(con.solreffriction, w, 0),
         type=jp.repeat(ctype, w).astype(jp.int32),
@@ -643,7 +641,8 @@ def make_constraint(m: Model, d: Data, contact=None) -> Data:
     imp = impedance(solimp[:ncnt], rows["imp_x"][:ncnt])
     if p.nc:
         # a contact's rows share its violation and solimp: its impedance once per slot, not
-        # per row (its powers and their derivatives ran over gymnasium humanoid's 819 rows)
+        # per row (its powers and their derivatives ran over gymnasium humanoid's 819 rows),
+        # so the contact family leaves its rows' imp_x unset
         per_slot = impedance(_clamp_solimp(con.solimp), con.dist - con.includemargin)
         imp = jp.concatenate([imp, jp.repeat(per_slot, p.width)])
     diag = rows["diag"]
