@@ -10,6 +10,7 @@ import dataclasses
 import importlib
 
 import jax
+import jax.extend
 import jax.numpy as jp
 import numpy as np
 import pytest
@@ -253,3 +254,35 @@ def test_known_model_leaves_stay_values_inside(monkeypatch):
 
     np.testing.assert_allclose(grad, jax.grad(loss_steps)(m.opt.density), rtol=1e-6)
     assert float(jp.abs(grad)) > 0
+
+
+def _cond_outputs(jaxpr) -> list[int]:
+    """Output counts of the conds in ``jaxpr``, nested ones included."""
+    counts = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "cond":
+            counts.append(len(eqn.outvars))
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            counts += _cond_outputs(sub)
+    return counts
+
+
+def test_stage_zero_sensors_cond_carries_what_the_sensors_write():
+    """RK4's stage-0 sensors run in a ``lax.cond`` that returns only the fields they write.
+    The probe that finds them once ran on the ``jax.checkpoint``-ed passes, whose outputs are
+    all new arrays: every field looked written, and the cond carried the whole Data, also in
+    models without sensors."""
+    forward = importlib.import_module("mjx_lite.forward")
+    m, d = _model()
+    d = mjx_lite.forward(m, d)
+    written = {"sensordata", "subtree_linvel", "subtree_angmom", "cacc", "cfrc_int",
+               "cfrc_ext", "energy"}
+    nleaves = sum(len(jax.tree.leaves(getattr(d, f))) for f in written)
+    jaxpr = jax.make_jaxpr(lambda d, w: forward._sensors(m, d, w))(d, True).jaxpr
+    counts = _cond_outputs(jaxpr)
+    assert counts and max(counts) <= nleaves, (counts, nleaves)
+
+    bare = mjx_lite.load_model_from_string(RK4_SCENE.split("<sensor>")[0] + "</mujoco>")
+    db = mjx_lite.forward(bare, mjx_lite.make_data(bare))
+    jaxpr = jax.make_jaxpr(lambda d, w: forward._sensors(bare, d, w))(db, True).jaxpr
+    assert not _cond_outputs(jaxpr)
