@@ -488,6 +488,58 @@ def check_grad_finite(name, mjm=None, extra_states=(), base_states=True):
     assert np.all(np.isfinite(np.asarray(grads))), (name, np.asarray(grads))
 
 
+def _axis_mat(axis) -> np.ndarray:
+    """A rotation whose z column is ``axis``."""
+    z = np.asarray(axis, float) / np.linalg.norm(axis)
+    x = np.cross([0.3, 0.5, 0.8], z)
+    x /= np.linalg.norm(x)
+    return np.stack([x, np.cross(z, x), z], axis=1)
+
+
+# (pos1, z axis 1, pos2, z axis 2): nearest points inside both segments; the first clipped to
+# its end; both clipped; parallel axes, each end against the other segment (two contacts);
+# antiparallel, overlapping
+CAPSULE_PAIRS = {
+    "inner": ([0, 0, 0], [1, 0.1, 0], [0.05, 0.02, 0.17], [0.1, 1, 0.2]),
+    "one_end": ([0, 0, 0], [1, 0, 0.1], [0.45, 0.1, 0.12], [0.2, 1, 0]),
+    "two_ends": ([0, 0, 0], [1, 0, 0], [0.42, 0.3, 0.05], [0.3, 1, 0.1]),
+    "parallel": ([0, 0, 0], [1, 0.2, 0], [0.25, 0.05, 0.15], [1, 0.2, 0]),
+    "antiparallel": ([0, 0, 0], [0, 1, 0.3], [0.02, -0.1, 0.16], [0, -1, -0.3]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CAPSULE_PAIRS))
+def test_capsule_pair_derivative_matches_differences(case):
+    """capsule_capsule's segment parameters carry a custom derivative (the differentiated
+    stationarity conditions of the kept pair, ``primitive._capsule_params``): its Jacobian,
+    forward and reverse, equals central differences of the collider in float64. With
+    parallel axes only the positions move: turning an axis leaves that configuration."""
+    from mjx_lite.collision import primitive
+
+    p1, a1, p2, a2 = CAPSULE_PAIRS[case]
+    size1, size2 = jp.array([0.1, 0.3, 0.0]), jp.array([0.08, 0.25, 0.0])
+    x = jp.concatenate([jp.asarray(p1, float), jp.asarray(_axis_mat(a1)).ravel(),
+                        jp.asarray(p2, float), jp.asarray(_axis_mat(a2)).ravel()])
+
+    def outputs(x):
+        dist, pos, normal, _, valid = primitive.capsule_capsule(
+            x[:3], x[3:12].reshape(3, 3), size1, x[12:15], x[15:].reshape(3, 3), size2, 0.01)
+        return jp.concatenate([dist, pos.ravel(), normal.ravel()]), valid
+
+    parallel = "parallel" in case
+    valid = np.asarray(outputs(x)[1])
+    assert valid.sum() == (2 if parallel else 1), valid
+    f = lambda x: outputs(x)[0]  # noqa: E731
+    moved = np.r_[0:3, 12:15] if parallel else np.arange(x.size)
+    eps = 1e-6
+    fd = np.stack([(f(x.at[i].add(eps)) - f(x.at[i].add(-eps))) / (2 * eps)
+                   for i in moved], axis=1)
+    for jac in (jax.jacfwd(f)(x), jax.jacrev(f)(x)):
+        err = np.abs(np.asarray(jac)[:, moved] - fd).max()
+        assert err <= 1e-6 * np.abs(fd).max(), (case, err, np.unravel_index(
+            np.abs(np.asarray(jac)[:, moved] - fd).argmax(), fd.shape))
+
+
 # Collision bits keep the cylinder and the ellipsoid away from pair types without a collider
 # (capsule-cylinder, capsule-ellipsoid, cylinder-ellipsoid).
 SCENE_XML = """

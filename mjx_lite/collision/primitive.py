@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jp
+import numpy as np
 
 from mjx_lite import math
 from mjx_lite.math import where
@@ -218,9 +219,12 @@ def sphere_cylinder(pos1, mat1, size1, pos2, mat2, size2, margin):
 sphere_cylinder.NCON = 1
 
 
-def capsule_capsule(pos1, mat1, size1, pos2, mat2, size2, margin):
-    axis1 = mat1[:, 2] * size1[1]
-    axis2 = mat2[:, 2] * size2[1]
+@jax.custom_jvp
+def _capsule_params(pos1, axis1, pos2, axis2, bound):
+    """Segment parameters (x1 (2,), x2 (2,)) of the two point pairs capsule_capsule keeps, in
+    [-1, 1] along axis1 and axis2 (half-length vectors), and which of them are kept (2,):
+    the clipped nearest points (one pair), or for parallel axes each end of one segment
+    against the other's, the first two whose points are within ``bound``."""
     dif = pos1 - pos2
     ma = jp.dot(axis1, axis1)
     mb = -jp.dot(axis1, axis2)
@@ -237,7 +241,7 @@ def capsule_capsule(pos1, mat1, size1, pos2, mat2, size2, margin):
     x2 = where(x1 > 1, sdiv(v - mb, mc), where(x1 < -1, sdiv(v + mb, mc), x2))
     x1 = jp.clip(x1, -1, 1)
     x1 = where(x2 > 1, jp.clip(sdiv(u - mb, ma), -1, 1),
-                  where(x2 < -1, jp.clip(sdiv(u + mb, ma), -1, 1), x1))
+               where(x2 < -1, jp.clip(sdiv(u + mb, ma), -1, 1), x1))
     x2 = jp.clip(x2, -1, 1)
 
     # parallel axes: each end of one against the other's segment; first two that touch
@@ -249,16 +253,52 @@ def capsule_capsule(pos1, mat1, size1, pos2, mat2, size2, margin):
     px2 = where(e2 != 0, e2, px2)
     p1 = pos1[None] + px1[:, None] * axis1[None]
     p2 = pos2[None] + px2[:, None] * axis2[None]
-    # the candidates' touch test as _sphere_sphere makes it, then the sphere-sphere core on
-    # the two chosen point pairs only (it was run on all five candidates: ten normalizations
-    # a pair, and their derivatives, where two slots need four)
-    bound = margin + size1[0] + size2[0]
     touch = jp.sum((p2 - p1) ** 2, -1) <= bound * bound
-    has, q1, q2 = first_k(touch, 2, p1, p2)
+    has, px1, px2 = first_k(touch, 2, px1, px2)
     slot2 = jp.arange(2) == 0
-    q1 = where(general, where(slot2[:, None], (pos1 + axis1 * x1)[None], 0.0), q1)
-    q2 = where(general, where(slot2[:, None], (pos2 + axis2 * x2)[None], 0.0), q2)
-    chosen = where(general, slot2, has)
+    x1 = where(general, where(slot2, x1, 0.0), px1)
+    x2 = where(general, where(slot2, x2, 0.0), px2)
+    return x1, x2, where(general, slot2, has)
+
+
+@_capsule_params.defjvp
+def _capsule_params_jvp(primals, tangents):
+    """The kept parameters move as their stationarity conditions say (the pair's choice
+    fixed): an inner parameter keeps d/dx |p1 - p2|^2 = 0, i.e. ma x1 + mb x2 = u and
+    mb x1 + mc x2 = v, a clipped one stays at its end. So the tangent is the 2x2 (both inner)
+    or 1x1 solve of the differentiated conditions, instead of the derivative of every
+    candidate and branch that chose them (the backward pass of gymnasium humanoid's 52
+    capsule pairs: ~80 kernels a stage, both configurations' and four candidates'
+    derivatives masked out but computed)."""
+    pos1, axis1, pos2, axis2, bound = primals
+    dpos1, daxis1, dpos2, daxis2, _ = tangents
+    x1, x2, kept = _capsule_params(pos1, axis1, pos2, axis2, bound)
+    dif, ddif = pos1 - pos2, dpos1 - dpos2
+    ma, mb, mc = jp.dot(axis1, axis1), -jp.dot(axis1, axis2), jp.dot(axis2, axis2)
+    dma = 2.0 * jp.dot(axis1, daxis1)
+    dmb = -(jp.dot(daxis1, axis2) + jp.dot(axis1, daxis2))
+    dmc = 2.0 * jp.dot(axis2, daxis2)
+    du = -(jp.dot(daxis1, dif) + jp.dot(axis1, ddif))
+    dv = jp.dot(daxis2, dif) + jp.dot(axis2, ddif)
+    rhs1 = du - dma * x1 - dmb * x2
+    rhs2 = dv - dmb * x1 - dmc * x2
+    inner1, inner2 = jp.abs(x1) < 1, jp.abs(x2) < 1
+    both = inner1 & inner2
+    sdiv = math.safe_div
+    det = ma * mc - mb * mb
+    dx1 = where(both, sdiv(mc * rhs1 - mb * rhs2, det), where(inner1, sdiv(rhs1, ma), 0.0))
+    dx2 = where(both, sdiv(ma * rhs2 - mb * rhs1, det), where(inner2, sdiv(rhs2, mc), 0.0))
+    zero = np.zeros(kept.shape, jax.dtypes.float0)
+    return (x1, x2, kept), (where(kept, dx1, 0.0), where(kept, dx2, 0.0), zero)
+
+
+def capsule_capsule(pos1, mat1, size1, pos2, mat2, size2, margin):
+    axis1 = mat1[:, 2] * size1[1]
+    axis2 = mat2[:, 2] * size2[1]
+    x1, x2, chosen = _capsule_params(pos1, axis1, pos2, axis2, margin + size1[0] + size2[0])
+    # the sphere-sphere core on the two chosen point pairs
+    q1 = pos1[None] + x1[:, None] * axis1[None]
+    q2 = pos2[None] + x2[:, None] * axis2[None]
     dist, pos, normal, valid = jax.vmap(_sphere_sphere, (0, None, None, 0, None, None, None))(
         q1, mat1, size1[0], q2, mat2, size2[0], margin)
     dist = where(chosen, dist, 0.0)
