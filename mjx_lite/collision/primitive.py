@@ -158,8 +158,13 @@ def _sphere_sphere(pos1, mat1, r1, pos2, mat2, r2, margin):
     bound = margin + r1 + r2
     valid = sq <= bound * bound
     normal, length = normalize_mj(dif)
-    # coincident centers: the normal is the cross product of the z axes (or x)
-    alt, _ = normalize_mj(math.cross(mat1[:, 2], mat2[:, 2]))
+    # coincident centers: the normal is the cross product of the z axes (or x). A convention
+    # at a discontinuity (any relative translation turns the normal to it), so it is not
+    # differentiated: its derivative was a cross product and normalization transposed for
+    # every pair and contact slot, and for sphere geoms the only path from their frames back
+    # to the bodies' (gymnasium humanoid, implicit gradient: -2.8%)
+    sg = jax.lax.stop_gradient
+    alt, _ = normalize_mj(math.cross(sg(mat1[:, 2]), sg(mat2[:, 2])))
     normal = where(length < MINVAL, alt, normal)
     dist = length - r1 - r2
     pos = pos1 + normal * (r1 + 0.5 * dist)
