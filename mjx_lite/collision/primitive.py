@@ -224,18 +224,21 @@ def sphere_cylinder(pos1, mat1, size1, pos2, mat2, size2, margin):
 sphere_cylinder.NCON = 1
 
 
+def _segment_terms(pos1, axis1, pos2, axis2):
+    """(dif, ma, mb, mc, u, v) of two segments pos +- axis: their nearest points' parameters
+    inside both segments solve ma x1 + mb x2 = u, mb x1 + mc x2 = v."""
+    dif = pos1 - pos2
+    return (dif, jp.dot(axis1, axis1), -jp.dot(axis1, axis2), jp.dot(axis2, axis2),
+            -jp.dot(axis1, dif), jp.dot(axis2, dif))
+
+
 @jax.custom_jvp
 def _capsule_params(pos1, axis1, pos2, axis2, bound):
     """Segment parameters (x1 (2,), x2 (2,)) of the two point pairs capsule_capsule keeps, in
     [-1, 1] along axis1 and axis2 (half-length vectors), and which of them are kept (2,):
     the clipped nearest points (one pair), or for parallel axes each end of one segment
     against the other's, the first two whose points are within ``bound``."""
-    dif = pos1 - pos2
-    ma = jp.dot(axis1, axis1)
-    mb = -jp.dot(axis1, axis2)
-    mc = jp.dot(axis2, axis2)
-    u = -jp.dot(axis1, dif)
-    v = jp.dot(axis2, dif)
+    _, ma, mb, mc, u, v = _segment_terms(pos1, axis1, pos2, axis2)
     det = ma * mc - mb * mb
     general = jp.abs(det) >= MINVAL
     sdiv = math.safe_div
@@ -278,8 +281,8 @@ def _capsule_params_jvp(primals, tangents):
     pos1, axis1, pos2, axis2, bound = primals
     dpos1, daxis1, dpos2, daxis2, _ = tangents
     x1, x2, kept = _capsule_params(pos1, axis1, pos2, axis2, bound)
-    dif, ddif = pos1 - pos2, dpos1 - dpos2
-    ma, mb, mc = jp.dot(axis1, axis1), -jp.dot(axis1, axis2), jp.dot(axis2, axis2)
+    dif, ma, mb, mc, _, _ = _segment_terms(pos1, axis1, pos2, axis2)
+    ddif = dpos1 - dpos2
     dma = 2.0 * jp.dot(axis1, daxis1)
     dmb = -(jp.dot(daxis1, axis2) + jp.dot(axis1, daxis2))
     dmc = 2.0 * jp.dot(axis2, daxis2)
