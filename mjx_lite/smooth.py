@@ -12,6 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jp
 import numpy as np
+from jax.custom_derivatives import SymbolicZero
 
 from mjx_lite import linalg, math, tree
 from mjx_lite.math import where
@@ -31,35 +32,40 @@ from mjx_lite.types import (
 # kinematics
 
 
-def _body_local(m: Model, d: Data):
+def _body_local(m: Model, qpos, mocap_pos, mocap_quat, qpos0, body_pos, body_quat, jnt_pos,
+                jnt_axis):
     """Pose of every body relative to its parent (free bodies: in the world), and the joint
-    anchors/axes in the parent frame, applying the body's joints in order (mj_kinematics)."""
+    anchors/axes in the parent frame, applying the body's joints in order (mj_kinematics);
+    also each ball joint's frame before it turns (local quaternions, in ball-joint order)."""
     nbody = m.nbody
     jtype = np.asarray(m.jnt_type)
     jbody = np.asarray(m.jnt_bodyid)
     qadr = np.asarray(m.jnt_qposadr)
     mocapid = np.asarray(m.body_mocapid)
 
-    pos = jp.asarray(m.body_pos)
-    quat = jp.asarray(m.body_quat)
+    pos = jp.asarray(body_pos)
+    quat = jp.asarray(body_quat)
     mocap = np.nonzero(mocapid >= 0)[0]
     if mocap.size:
-        pos = math.put(pos, mocap, math.take(d.mocap_pos, mocapid[mocap]))
-        quat = math.put(quat, mocap, math.quat_normalize(math.take(d.mocap_quat, mocapid[mocap])))
+        pos = math.put(pos, mocap, math.take(mocap_pos, mocapid[mocap]))
+        quat = math.put(quat, mocap, math.quat_normalize(math.take(mocap_quat, mocapid[mocap])))
 
     free_j = np.nonzero(jtype == JointType.FREE)[0]
     absolute = np.zeros(nbody, dtype=bool)
     absolute[jbody[free_j]] = True
     if free_j.size:
         fq = qadr[free_j]
-        pos = math.put(pos, jbody[free_j], math.take(d.qpos, fq[:, None] + np.arange(3)))
-        fquat = math.take(d.qpos, fq[:, None] + 3 + np.arange(4))
+        pos = math.put(pos, jbody[free_j], math.take(qpos, fq[:, None] + np.arange(3)))
+        fquat = math.take(qpos, fq[:, None] + 3 + np.arange(4))
         quat = math.put(quat, jbody[free_j], math.quat_normalize(fquat))
 
     anchor = jp.zeros((m.njnt, 3), dtype=pos.dtype)
     axis = jp.zeros((m.njnt, 3), dtype=pos.dtype)
-    jaxis = jp.asarray(m.jnt_axis)
-    jpos = jp.asarray(m.jnt_pos)
+    ball = jtype == JointType.BALL
+    ball_prev = jp.zeros((int(ball.sum()), 4), dtype=pos.dtype)
+    ball_rank = np.cumsum(ball) - 1
+    jaxis = jp.asarray(jnt_axis)
+    jpos = jp.asarray(jnt_pos)
     # joints of non-free bodies, applied slot by slot (the k-th joint of each body)
     slot = np.arange(m.njnt) - np.asarray(m.body_jntadr)[jbody]
     for k in range(int(slot.max(initial=-1)) + 1):
@@ -74,19 +80,20 @@ def _body_local(m: Model, d: Data):
             anchor = math.put(anchor, j, an)
             axis = math.put(axis, j, ax)
             if jt == JointType.SLIDE:
-                p = p + ax * (math.take(d.qpos, qadr[j]) - m.qpos0[qadr[j]])[:, None]
+                p = p + ax * (math.take(qpos, qadr[j]) - qpos0[qadr[j]])[:, None]
             else:
                 if jt == JointType.HINGE:
-                    angle = math.take(d.qpos, qadr[j]) - m.qpos0[qadr[j]]
+                    angle = math.take(qpos, qadr[j]) - qpos0[qadr[j]]
                     qloc = math.axis_angle_to_quat(jaxis[j], angle)
                 else:
+                    ball_prev = math.put(ball_prev, ball_rank[j], q)
                     qi = qadr[j][:, None] + np.arange(4)
-                    qloc = math.quat_normalize(math.take(d.qpos, qi))
+                    qloc = math.quat_normalize(math.take(qpos, qi))
                 q = math.quat_mul(q, qloc)
                 p = an - math.rotate(jpos[j], q)
             pos = math.put(pos, b, p)
             quat = math.put(quat, b, q)
-    return pos, quat, absolute, anchor, axis
+    return pos, quat, absolute, anchor, axis, ball_prev
 
 
 def _mat_vec3(mat, v):
@@ -128,19 +135,10 @@ def _subtree_com(m: Model, xipos: jax.Array) -> jax.Array:
 
 def kinematics(m: Model, d: Data) -> Data:
     """Global poses of bodies, joints, geoms, sites, cameras and lights (mj_kinematics)."""
-    lpos, lquat, absolute, lanchor, laxis = _body_local(m, d)
-    xpos, xquat = _chain_poses(m, absolute)(lpos, lquat)
+    xpos, xquat, xanchor, xaxis = _tree_poses(m)(
+        d.qpos, d.mocap_pos, d.mocap_quat, m.qpos0, m.body_pos, m.body_quat, m.jnt_pos,
+        m.jnt_axis)
     xmat = math.quat_to_mat(xquat)
-
-    # joint frames: the parent's pose applied to the parent-frame anchors/axes
-    jbody = np.asarray(m.jnt_bodyid)
-    jpar = np.asarray(m.body_parentid)[jbody]
-    xanchor = math.take(xpos, jpar) + math.rotate(lanchor, math.take(xquat, jpar))
-    xaxis = math.rotate(laxis, math.take(xquat, jpar))
-    free_j = np.nonzero(np.asarray(m.jnt_type) == JointType.FREE)[0]
-    if free_j.size:
-        xanchor = math.put(xanchor, free_j, math.take(xpos, jbody[free_j]))
-        xaxis = math.put(xaxis, free_j, jp.asarray(m.jnt_axis)[free_j])
 
     xipos, ximat = _local_to_global(xpos, xquat, m.body_ipos, m.body_iquat, m.body_sameframe,
                                     (xpos, xmat, xpos, xmat), xmat)
@@ -161,6 +159,162 @@ def kinematics(m: Model, d: Data) -> Data:
         site_xmat=site_xmat,
     )
     return camlight(m, d, _subtree_com(m, xipos))
+
+
+def _world_poses(m: Model, qpos, mocap_pos, mocap_quat, qpos0, body_pos, body_quat, jnt_pos,
+                 jnt_axis):
+    """((xpos, xquat, xanchor, xaxis), the ball joints' local frames before they turn)."""
+    lpos, lquat, absolute, lanchor, laxis, ball_prev = _body_local(
+        m, qpos, mocap_pos, mocap_quat, qpos0, body_pos, body_quat, jnt_pos, jnt_axis)
+    xpos, xquat = _chain_poses(m, absolute)(lpos, lquat)
+    # joint frames: the parent's pose applied to the parent-frame anchors/axes
+    jbody = np.asarray(m.jnt_bodyid)
+    jpar = np.asarray(m.body_parentid)[jbody]
+    xanchor = math.take(xpos, jpar) + math.rotate(lanchor, math.take(xquat, jpar))
+    xaxis = math.rotate(laxis, math.take(xquat, jpar))
+    free_j = np.nonzero(np.asarray(m.jnt_type) == JointType.FREE)[0]
+    if free_j.size:
+        xanchor = math.put(xanchor, free_j, math.take(xpos, jbody[free_j]))
+        xaxis = math.put(xaxis, free_j, jp.asarray(jnt_axis)[free_j])
+    return (xpos, xquat, xanchor, xaxis), ball_prev
+
+
+def _motion_sources(m: Model):
+    """Static layout of ``_tree_poses``' tangent rule, or None where it does not apply.
+
+    A source is what moves a body frame rigidly: a hinge, slide or ball joint, a free joint,
+    a mocap body. Returns the sources' (joint or body) ids per kind and the 0/1 matrix
+    (nbody + njnt, nsrc) of the sources that move each body frame and each joint frame: a
+    body's own and its ancestors' up to a free body (``_chain_poses``' chain); a joint's
+    parent body's and those of its own body applied before it (a free joint's: its body's).
+    """
+    jtype = np.asarray(m.jnt_type)
+    jbody = np.asarray(m.jnt_bodyid)
+    parent = np.asarray(m.body_parentid)
+    nbody, njnt = m.nbody, m.njnt
+    free = jtype == JointType.FREE
+    if np.any(np.bincount(jbody[free], minlength=nbody)
+              * np.asarray(m.body_jntnum) > 1):
+        return None  # a free body with other joints: its joints' frames mix two poses
+    cut = parent.copy()
+    cut[jbody[free]] = 0
+    chain = np.zeros((nbody, nbody))
+    for b in range(1, nbody):
+        a = b
+        while a > 0:
+            chain[b, a] = 1.0
+            a = cut[a]
+    scalar = np.nonzero(np.isin(jtype, (JointType.HINGE, JointType.SLIDE)))[0]
+    ball = np.nonzero(jtype == JointType.BALL)[0]
+    free_j = np.nonzero(free)[0]
+    mocap = np.nonzero(np.asarray(m.body_mocapid) >= 0)[0]
+    joints = np.concatenate([scalar, ball, free_j]).astype(int)
+    src_body = np.concatenate([jbody[joints], mocap]).astype(int)
+    slot = np.arange(njnt) - np.asarray(m.body_jntadr)[jbody]
+    # a free joint and a mocap pose act first on their body
+    src_slot = np.concatenate([np.where(free[joints], -1, slot[joints]),
+                               np.full(mocap.size, -1)])
+    rows = np.zeros((nbody + njnt, src_body.size))
+    rows[:nbody] = chain[:, src_body]
+    for k in range(njnt):
+        if free[k]:
+            rows[nbody + k] = chain[jbody[k], src_body]
+        else:
+            rows[nbody + k] = chain[parent[jbody[k]], src_body] + (
+                (src_body == jbody[k]) & (src_slot < slot[k]))
+    return scalar, ball, free_j, mocap, rows
+
+
+def _quat_rate(q, dq):
+    """World-frame angular velocity 2 vec(dq conj(q)) / |q| that moves the normalization of q
+    (as ``math.quat_normalize``: zero below its MINVAL norm); dq's radial part drops out."""
+    n = math.safe_norm(q, keepdims=True)
+    ok = n >= math.MINVAL
+    unit = q / where(ok, n, 1.0)
+    return where(ok, 2.0 * math.quat_mul(dq, math.quat_conj(unit))[..., 1:] / where(ok, n, 1.0),
+                 0.0)
+
+
+def _tree_poses(m: Model):
+    """(qpos, mocap_pos, mocap_quat, qpos0, body_pos, body_quat, jnt_pos, jnt_axis) ->
+    (xpos, xquat, xanchor, xaxis), as a ``custom_jvp``.
+
+    Its tangent rule is the tree's velocity kinematics (the Jacobian columns mj_jac builds
+    from cdof) rather than the derivative of each joint's composition: a source s (a joint,
+    or a mocap body) turns what it moves about a world axis at a rate omega_s and shifts it
+    by v_s (a hinge: its xaxis times the angle's rate, v = xanchor x omega; a slide: v its
+    xaxis times the rate; a ball, free joint or mocap body: the rate of its normalized
+    quaternion, about its anchor or body origin). A frame with origin x that the sources S
+    move turns at W = sum omega_s and its origin moves by W x x + sum v_s: one product
+    with the static source matrix of ``_motion_sources`` and its transpose in reverse mode,
+    where the joints' compositions, slot by slot, and the chain's levels transposed into
+    ~90 small kernels a stage of gymnasium humanoid's gradient. The model's geometry (body
+    and joint poses, axes) has no closed form here: a tangent of it takes the composition's
+    own derivative.
+    """
+    layout = _motion_sources(m)
+    primal = jax.custom_jvp(lambda *args: _world_poses(m, *args)[0])
+
+    def rule(primals, tangents):
+        dqpos, dmpos, dmquat, dqpos0, *dgeom = tangents
+        live = [not isinstance(t, SymbolicZero) for t in tangents]
+        if layout is None or any(live[4:]):
+            dense = tuple(jp.zeros(t.shape, t.dtype) if isinstance(t, SymbolicZero) else t
+                          for t in tangents)
+            return jax.jvp(lambda *a: _world_poses(m, *a)[0], primals, dense)
+        (xpos, xquat, xanchor, xaxis), ball_prev = _world_poses(m, *primals)
+        qpos, mocap_pos, mocap_quat = primals[:3]
+        dtype = xpos.dtype
+        scalar, ball, free_j, mocap, rows = layout
+        qadr = np.asarray(m.jnt_qposadr)
+        zero = jp.zeros((0, 6), dtype)
+        parts = []
+        if scalar.size:
+            rate = (math.take(dqpos, qadr[scalar]) if live[0]
+                    else jp.zeros(scalar.size, dtype))
+            if live[3]:
+                rate = rate - math.take(dqpos0, qadr[scalar])
+            ax, an = math.take(xaxis, scalar), math.take(xanchor, scalar)
+            hinge = (np.asarray(m.jnt_type)[scalar] == JointType.HINGE)[:, None]
+            screw = jp.concatenate([ax * hinge, where(hinge, math.cross(an, ax), ax)], -1)
+            parts.append(screw * rate[:, None])
+        if ball.size:
+            qi = qadr[ball][:, None] + np.arange(4)
+            q = math.take(qpos, qi)
+            dq = math.take(dqpos, qi) if live[0] else jp.zeros_like(q)
+            jpar = np.asarray(m.body_parentid)[np.asarray(m.jnt_bodyid)[ball]]
+            frame = math.quat_mul(math.take(xquat, jpar), ball_prev)
+            w = math.rotate(_quat_rate(q, dq), frame)
+            parts.append(jp.concatenate([w, math.cross(math.take(xanchor, ball), w)], -1))
+        if free_j.size:
+            qi = qadr[free_j][:, None] + np.arange(7)
+            q = math.take(qpos, qi)
+            dq = math.take(dqpos, qi) if live[0] else jp.zeros_like(q)
+            w = _quat_rate(q[:, 3:], dq[:, 3:])
+            parts.append(jp.concatenate([w, dq[:, :3] - math.cross(w, q[:, :3])], -1))
+        if mocap.size:
+            mid = np.asarray(m.body_mocapid)[mocap]
+            mq = math.take(mocap_quat, mid)
+            dp = math.take(dmpos, mid) if live[1] else jp.zeros((mocap.size, 3), dtype)
+            dq = math.take(dmquat, mid) if live[2] else jp.zeros_like(mq)
+            w = _quat_rate(mq, dq)
+            parts.append(jp.concatenate([w, dp - math.cross(w, math.take(mocap_pos, mid))],
+                                        -1))
+        src = jp.concatenate(parts or [zero]).astype(dtype)
+        moved = jp.asarray(rows, dtype) @ src
+        turn, shift = moved[:, :3], moved[:, 3:]
+        origin = jp.concatenate([xpos, xanchor])
+        dorigin = math.cross(turn, origin) + shift
+        nbody = m.nbody
+        w = turn[:nbody]
+        dxquat = 0.5 * math.quat_mul(jp.concatenate([jp.zeros_like(w[:, :1]), w], -1), xquat)
+        not_free = (np.asarray(m.jnt_type) != JointType.FREE)[:, None]
+        dxaxis = math.cross(turn[nbody:], xaxis) * not_free.astype(dtype)
+        return (xpos, xquat, xanchor, xaxis), (dorigin[:nbody], dxquat, dorigin[nbody:],
+                                               dxaxis)
+
+    primal.defjvp(rule, symbolic_zeros=True)
+    return primal
 
 
 def _chain_poses(m: Model, absolute: np.ndarray):
