@@ -104,6 +104,15 @@ def _rk4_rollout(traced: list, d: Data, ctrls: jax.Array, loop: str, adjoint: st
 
 
 def _rk4_rollout_jvp(loop, adjoint, static, primals, tangents):
+    # The Model's traced leaves without a tangent (a Model passed to jit, differentiated
+    # w.r.t. something else) stay primal values, closed over: the stages then carry no
+    # tangent of them, and derivative rules that hold for the state alone apply
+    # (smooth._tree_poses). They are constants of the stage scan, not carries, so they
+    # need no dense zero (below).
+    traced, d, ctrls = primals
+    moving = [not isinstance(t, SymbolicZero) for t in tangents[0]]
+    primals = ([p for p, live in zip(traced, moving) if live], d, ctrls)
+    tangents = ([t for t, live in zip(tangents[0], moving) if live],) + tuple(tangents[1:])
     # the inputs without a tangent get a zero that depends on one (as _dense_tangents does),
     # not JAX's instantiated constant zero, which partial evaluation treats as known and then
     # unknown, one more round over the stage scan (ant, 5 steps: trace 7.2 -> 6.1 s)
@@ -112,9 +121,13 @@ def _rk4_rollout_jvp(loop, adjoint, static, primals, tangents):
         lambda t: np.zeros(t.shape, t.dtype) if isinstance(t, SymbolicZero) else t, tangents,
         is_leaf=lambda t: isinstance(t, SymbolicZero))
     known, fields = static
-    return jax.jvp(
-        lambda t, d, c: _rk4_stages(support.join_traced(t, known), d, c, loop, adjoint, fields),
-        primals, tangents)
+
+    def stages(live_leaves, d, c):
+        it = iter(live_leaves)
+        leaves = [next(it) if live else p for p, live in zip(traced, moving)]
+        return _rk4_stages(support.join_traced(leaves, known), d, c, loop, adjoint, fields)
+
+    return jax.jvp(stages, primals, tangents)
 
 
 def _rk4_stages(m: Model, d: Data, ctrls: jax.Array, loop: str, adjoint: str, fields):

@@ -256,6 +256,40 @@ def test_known_model_leaves_stay_values_inside(monkeypatch):
     assert float(jp.abs(grad)) > 0
 
 
+def test_model_argument_without_tangent_keeps_the_state_rules(monkeypatch):
+    """A Model passed to jit, its gradient not taken: the RK4 rollout's derivative closes its
+    leaves over as values (``rollout._rk4_rollout_jvp``), so the stages carry no tangent of
+    them and kinematics takes its closed-form rule (``smooth._tree_poses``), not the
+    composition's derivative; the gradient equals the closed-over Model's. Differentiated
+    w.r.t. body_pos, the composition's derivative runs (the check can fail)."""
+    from mjx_lite import smooth
+
+    differentiated = []
+    real = smooth._world_poses
+
+    def spy(m, *args):
+        differentiated.append(any(isinstance(a, jax.interpreters.ad.JVPTracer) for a in args))
+        return real(m, *args)
+
+    monkeypatch.setattr(smooth, "_world_poses", spy)
+    m, d = _model()
+    ctrls = 0.5 * jax.random.normal(jax.random.key(1), (3, m.nu))
+
+    def loss(m, c):
+        final = mjx_lite.rollout(m, d, c, fields=(), **IMPLICIT)[0]
+        return jp.sum(final.qpos**2) + jp.sum(final.qvel**2)
+
+    as_argument = jax.jit(jax.grad(loss, argnums=1))(m, ctrls)
+    assert differentiated and not any(differentiated)
+    closed_over = jax.jit(jax.grad(lambda c: loss(m, c)))(ctrls)
+    np.testing.assert_allclose(as_argument, closed_over, rtol=1e-10, atol=1e-12)
+    assert np.abs(np.asarray(closed_over)).max() > 1e-3
+
+    differentiated.clear()
+    jax.make_jaxpr(jax.grad(lambda bp, c: loss(m.replace(body_pos=bp), c)))(m.body_pos, ctrls)
+    assert any(differentiated)
+
+
 def _cond_outputs(jaxpr) -> list[int]:
     """Output counts of the conds in ``jaxpr``, nested ones included."""
     counts = []
