@@ -91,6 +91,14 @@ def _joint_spring(m: Model, d: Data) -> jax.Array:
     jtype = np.asarray(m.jnt_type)
     qadr, vadr = np.asarray(m.jnt_qposadr), np.asarray(m.jnt_dofadr)
     k, poly = m.jnt_stiffness, m.jnt_stiffnesspoly
+    # joints whose stiffness is a known zero have no spring (as mj_springdamper skips them):
+    # gymnasium humanoid's free joint's quaternion difference and its derivative were ~30
+    # kernels a stage of its gradient, for a zero force
+    if not any(isinstance(v, jax.core.Tracer) for v in (k, poly)):
+        springy = (np.asarray(k) != 0) | np.any(np.asarray(poly) != 0, axis=-1)
+    else:
+        springy = np.ones(m.njnt, dtype=bool)
+    jtype = np.where(springy, jtype, -1)
     scalar = np.nonzero((jtype == JointType.HINGE) | (jtype == JointType.SLIDE))[0]
     if scalar.size:
         x = math.take(d.qpos, qadr[scalar]) - m.qpos_spring[qadr[scalar]]

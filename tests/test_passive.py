@@ -165,3 +165,37 @@ def test_fluid_skipped_only_where_the_medium_is_known_off():
     ref = (ref[0] - ref[1]) / eps
     assert np.abs(ref).max() > 1e-3
     assert_close("d qfrc_fluid / d density", ours, ref, 1e-6)
+
+
+def test_springs_skipped_where_stiffness_is_known_zero():
+    """A joint whose stiffness is a known zero has no spring, as mj_springdamper skips it:
+    a NaN quaternion of a free joint without stiffness leaves qfrc_spring finite, as in
+    MuJoCo. With the stiffness traced every joint keeps its spring, so the derivative
+    w.r.t. the free joint's stiffness at 0 is the spring's."""
+    import jax
+    import jax.numpy as jp
+
+    xml = """<mujoco><worldbody><body><freejoint/><geom size=".1"/>
+      <body pos="0 0 .3"><joint axis="1 0 0" stiffness="3" damping=".5"/><geom size=".1"/>
+      </body></body></worldbody></mujoco>"""
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:] = [0.1, 0.2, 0.3, np.nan, 0, 0, 0, 0.4]
+    mjd.qvel[:] = 0.2
+    mujoco.mj_passive(mjm, mjd)
+    m = interop.model_from_mujoco(mjm)
+    d = interop.data_from_mujoco(mjm, mjd, m)
+    ours = passive(m, d)
+    assert np.all(np.isfinite(mjd.qfrc_spring)) and mjd.qfrc_spring[-1] != 0
+    assert_close("qfrc_spring", np.asarray(ours.qfrc_spring), mjd.qfrc_spring, RTOL)
+    assert_close("qfrc_passive", np.asarray(ours.qfrc_passive), mjd.qfrc_passive, RTOL)
+
+    d = d.replace(qpos=jp.asarray([0.1, 0.2, 0.3, 0.9, 0.1, 0.3, -0.2, 0.4]))
+
+    def spring(k):
+        return passive(m.replace(jnt_stiffness=k), d).qfrc_spring
+
+    dk = np.asarray(jax.jacfwd(spring)(m.jnt_stiffness))
+    assert np.abs(dk[:6, 0]).max() > 0.1  # the free joint's spring, linear in its stiffness
+    np.testing.assert_allclose(dk[:6, 0],
+                               np.asarray(spring(m.jnt_stiffness.at[0].set(1.0)))[:6])
