@@ -321,8 +321,47 @@ _CROSS_B = np.array([2, 0, 1])
 
 
 def cross(a: jax.Array, b: jax.Array) -> jax.Array:
-    """3-vector cross product a x b, broadcasting over leading axes (jp.cross in 7 ops)."""
+    """3-vector cross product a x b, broadcasting over leading axes (jp.cross in 7 ops).
+
+    A primitive, bilinear as JAX's products are: its tangent is da x b + a x db, and reverse
+    mode sends b x ct and ct x a back, written by components (slices, which fuse). Written
+    as picks, each pick transposed into a gather of a product with the cotangent, ~7 kernels
+    a cross product in a reverse pass (gymnasium humanoid: ~110 a stage of its gradient;
+    contact rows and frames, cdof, RNE); the picks stay in the forward pass, where they fuse
+    into their consumers (by components there, the forward ran 4% faster and the gradient 3%,
+    session 59; this way the gradient gains 1.6% and the forward nothing)."""
+    a, b = jp.asarray(a), jp.asarray(b)
+    dtype = jp.result_type(a, b)
+    shape = jp.broadcast_shapes(a.shape, b.shape)
+    return _cross_p.bind(jp.broadcast_to(a.astype(dtype), shape),
+                         jp.broadcast_to(b.astype(dtype), shape))
+
+
+def _cross_impl(a, b):
     return pick(a, _CROSS_A) * pick(b, _CROSS_B) - pick(a, _CROSS_B) * pick(b, _CROSS_A)
+
+
+def _cross_by_components(a, b):
+    ax, ay, az = (a[..., i:i + 1] for i in range(3))
+    bx, by, bz = (b[..., i:i + 1] for i in range(3))
+    return jp.concatenate([ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx], -1)
+
+
+def _cross_batch(args, dims):
+    size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
+    args = [jp.moveaxis(x, d, 0) if d is not None else jp.broadcast_to(x, (size,) + x.shape)
+            for x, d in zip(args, dims)]
+    return _cross_p.bind(*args), 0
+
+
+_cross_p = jax.extend.core.Primitive("mjx_lite_cross")
+_cross_p.def_impl(_cross_impl)
+_cross_p.def_abstract_eval(lambda a, b: jax.core.ShapedArray(a.shape, a.dtype))
+jax.interpreters.mlir.register_lowering(
+    _cross_p, jax.interpreters.mlir.lower_fun(_cross_impl, multiple_results=False))
+jax.interpreters.ad.defbilinear(_cross_p, lambda ct, a, b: _cross_by_components(b, ct),
+                                lambda ct, a, b: _cross_by_components(ct, a))
+jax.interpreters.batching.primitive_batchers[_cross_p] = _cross_batch
 
 
 _SKEW_IDX = np.array([[0, 2, 1], [2, 0, 0], [1, 0, 0]])

@@ -158,3 +158,23 @@ def test_one_run_index_is_a_slice_not_a_gather():
 
     assert "gather" not in hlo(np.arange(1, 4)) and "gather" not in hlo(np.full(3, 1))
     assert "gather" in hlo(np.array([3, 0, 0, 2]))
+
+
+def test_cross_is_jnp_cross_with_its_derivatives():
+    """``math.cross`` (a bilinear primitive whose cotangents are cross products by
+    components) has jp.cross's values, gradients, forward-mode Jacobians, vmap and second
+    derivatives, broadcasting a single vector against a stack."""
+    rng = np.random.default_rng(3)
+    a, b = jp.asarray(rng.standard_normal((5, 3))), jp.asarray(rng.standard_normal(3))
+    ours = lambda a, b: jp.sum(jp.sin(math.cross(a, b)))  # noqa: E731
+    ref = lambda a, b: jp.sum(jp.sin(jp.cross(a, b)))  # noqa: E731
+    np.testing.assert_allclose(math.cross(a, b), jp.cross(a, b), atol=1e-15)
+    for x, y in zip(jax.grad(ours, (0, 1))(a, b), jax.grad(ref, (0, 1))(a, b)):
+        np.testing.assert_allclose(x, y, atol=1e-14)
+    np.testing.assert_allclose(jax.jacfwd(math.cross, (0, 1))(a[0], b),
+                               jax.jacfwd(jp.cross, (0, 1))(a[0], b), atol=1e-15)
+    np.testing.assert_allclose(jax.vmap(jax.grad(ours, 1), (0, None))(a, b),
+                               jax.vmap(jax.grad(ref, 1), (0, None))(a, b), atol=1e-14)
+    hess = [jax.hessian(lambda x, f=f: f(x, x * x))(b) for f in (ours, ref)]
+    np.testing.assert_allclose(hess[0], hess[1], atol=1e-13)
+    assert np.abs(hess[1]).max() > 0.1
