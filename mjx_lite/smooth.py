@@ -12,6 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jp
 import numpy as np
+from jax.ad_checkpoint import checkpoint_name
 from jax.custom_derivatives import SymbolicZero
 
 from mjx_lite import linalg, math, tree
@@ -262,7 +263,12 @@ def _tree_poses(m: Model):
             dense = tuple(jp.zeros(t.shape, t.dtype) if isinstance(t, SymbolicZero) else t
                           for t in tangents)
             return jax.jvp(lambda *a: _world_poses(m, *a)[0], primals, dense)
-        (xpos, xquat, xanchor, xaxis), ball_prev = _world_poses(m, *primals)
+        # saved, not recomputed: under forward._remat's policy these elementwise and
+        # gather results would be recomputed in the reverse pass, the whole composition
+        # (joint slots, chain levels, their normalizations) again, ~50 kernels a stage
+        poses, ball_prev = jax.tree.map(lambda x: checkpoint_name(x, "kinematics"),
+                                        _world_poses(m, *primals))
+        xpos, xquat, xanchor, xaxis = poses
         qpos, mocap_pos, mocap_quat = primals[:3]
         dtype = xpos.dtype
         scalar, ball, free_j, mocap, rows = layout
