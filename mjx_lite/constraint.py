@@ -638,13 +638,17 @@ def make_constraint(m: Model, d: Data, contact=None) -> Data:
     solref = _safe_solref(m, rows["solref"], default_ref)
     reffr = _safe_solref(m, rows["reffr"], jp.zeros(2, dtype))
     solimp = _clamp_solimp(rows["solimp"])
-    imp = impedance(solimp[:ncnt], rows["imp_x"][:ncnt])
+    imp_solimp, imp_x = solimp[:ncnt], rows["imp_x"][:ncnt]
     if p.nc:
         # a contact's rows share its violation and solimp: its impedance once per slot, not
         # per row (its powers and their derivatives ran over gymnasium humanoid's 819 rows),
-        # so the contact family leaves its rows' imp_x unset
-        per_slot = impedance(_clamp_solimp(con.solimp), con.dist - con.includemargin)
-        imp = jp.concatenate([imp, jp.repeat(per_slot, p.width)])
+        # so the contact family leaves its rows' imp_x unset; one call for both (each call's
+        # splines and selects are kernels of their own, and their transposes again)
+        imp_solimp = jp.concatenate([imp_solimp, _clamp_solimp(con.solimp)])
+        imp_x = jp.concatenate([imp_x, con.dist - con.includemargin])
+    imp = impedance(imp_solimp, imp_x)
+    if p.nc:
+        imp = jp.concatenate([imp[:ncnt], jp.repeat(imp[ncnt:], p.width)])
     diag = rows["diag"]
     if m.opt.enableflags & EnableBit.DIAGEXACT:
         # MuJoCo 4.0's diagexact (not in the seeds; measured on 4.0: efc_diagA / (J M^-1 J')_ii
