@@ -180,6 +180,18 @@ def _world_poses(m: Model, qpos, mocap_pos, mocap_quat, qpos0, body_pos, body_qu
     return (xpos, xquat, xanchor, xaxis), ball_prev
 
 
+def _chain_matrix(parent: np.ndarray) -> np.ndarray:
+    """(nbody, nbody) 0/1 matrix: chain[b, a] = 1 where a is b or, following ``parent``, an
+    ancestor of b other than the world."""
+    chain = np.zeros((parent.size, parent.size))
+    for b in range(1, parent.size):
+        a = b
+        while a > 0:
+            chain[b, a] = 1.0
+            a = parent[a]
+    return chain
+
+
 def _motion_sources(m: Model):
     """Static layout of ``_tree_poses``' tangent rule, or None where it does not apply.
 
@@ -199,12 +211,7 @@ def _motion_sources(m: Model):
         return None  # a free body with other joints: its joints' frames mix two poses
     cut = parent.copy()
     cut[jbody[free]] = 0
-    chain = np.zeros((nbody, nbody))
-    for b in range(1, nbody):
-        a = b
-        while a > 0:
-            chain[b, a] = 1.0
-            a = cut[a]
+    chain = _chain_matrix(cut)
     scalar = np.nonzero(np.isin(jtype, (JointType.HINGE, JointType.SLIDE)))[0]
     ball = np.nonzero(jtype == JointType.BALL)[0]
     free_j = np.nonzero(free)[0]
@@ -339,13 +346,7 @@ def _chain_poses(m: Model, absolute: np.ndarray):
     identity = np.array([1.0, 0.0, 0.0, 0.0])
     parent = np.asarray(m.body_parentid).copy()
     parent[np.asarray(absolute, bool)] = 0  # a free body's pose is its own
-    nbody = parent.size
-    chain = np.zeros((nbody, nbody))
-    for b in range(1, nbody):
-        a = b
-        while a > 0:
-            chain[b, a] = 1.0
-            a = parent[a]
+    chain = _chain_matrix(parent)
 
     def compose(lpos, lquat):
         dtype = lpos.dtype
