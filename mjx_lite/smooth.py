@@ -243,6 +243,13 @@ def _quat_rate(q, dq):
                  0.0)
 
 
+def _world_motion(pos, quat, dpos, dquat):
+    """(..., 6) source [turn, shift] of a pose given in the world (a free joint's, a mocap
+    body's): it turns about its own origin and moves by dpos."""
+    w = _quat_rate(quat, dquat)
+    return jp.concatenate([w, dpos - math.cross(w, pos)], -1)
+
+
 def _tree_poses(m: Model):
     """(qpos, mocap_pos, mocap_quat, qpos0, body_pos, body_quat, jnt_pos, jnt_axis) ->
     (xpos, xquat, xanchor, xaxis), as a ``custom_jvp``.
@@ -303,16 +310,13 @@ def _tree_poses(m: Model):
             qi = qadr[free_j][:, None] + np.arange(7)
             q = math.take(qpos, qi)
             dq = math.take(dqpos, qi) if live[0] else jp.zeros_like(q)
-            w = _quat_rate(q[:, 3:], dq[:, 3:])
-            parts.append(jp.concatenate([w, dq[:, :3] - math.cross(w, q[:, :3])], -1))
+            parts.append(_world_motion(q[:, :3], q[:, 3:], dq[:, :3], dq[:, 3:]))
         if mocap.size:
             mid = np.asarray(m.body_mocapid)[mocap]
             mq = math.take(mocap_quat, mid)
             dp = math.take(dmpos, mid) if live[1] else jp.zeros((mocap.size, 3), dtype)
             dq = math.take(dmquat, mid) if live[2] else jp.zeros_like(mq)
-            w = _quat_rate(mq, dq)
-            parts.append(jp.concatenate([w, dp - math.cross(w, math.take(mocap_pos, mid))],
-                                        -1))
+            parts.append(_world_motion(math.take(mocap_pos, mid), mq, dp, dq))
         src = jp.concatenate(parts or [zero]).astype(dtype)
         moved = jp.asarray(rows, dtype) @ src
         turn, shift = moved[:, :3], moved[:, 3:]
