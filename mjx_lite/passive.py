@@ -94,7 +94,7 @@ def _joint_spring(m: Model, d: Data) -> jax.Array:
     # joints whose stiffness is a known zero have no spring (as mj_springdamper skips them):
     # gymnasium humanoid's free joint's quaternion difference and its derivative were ~30
     # kernels a stage of its gradient, for a zero force
-    if not any(isinstance(v, jax.core.Tracer) for v in (k, poly)):
+    if _known(k, poly):
         springy = (np.asarray(k) != 0) | np.any(np.asarray(poly) != 0, axis=-1)
     else:
         springy = np.ones(m.njnt, dtype=bool)
@@ -290,10 +290,14 @@ def _ellipsoid_fluid(m: Model, d: Data, geoms: np.ndarray) -> jax.Array:
     return apply_ft(m, d, force, torque, point, bodies)
 
 
+def _known(*values) -> bool:
+    """Whether every value is concrete (untraced): a value its shortcuts may read."""
+    return not any(isinstance(v, jax.core.Tracer) for v in values)
+
+
 def _known_zero(*values) -> bool:
     """Whether every value is a concrete (untraced) array of zeros."""
-    return all(not isinstance(v, jax.core.Tracer) and not np.any(np.asarray(v))
-               for v in values)
+    return _known(*values) and not any(np.any(np.asarray(v)) for v in values)
 
 
 def fluid(m: Model, d: Data) -> jax.Array:
