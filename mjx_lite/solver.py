@@ -481,9 +481,15 @@ def _search(m, d, p, cone, isl: _Islands, ctx: Context, v, mv, polish: bool = Fa
         q1, moved1 = update(p1, cands)
         q2, moved2 = update(p2, cands)
         out_of_budget = n >= budget
-        # out of budget: the cheaper bracket end if it improves on 0, else no step
-        end1 = (p1[1] <= p2[1]) & (p1[1] < p0[1])
-        end2 = ~end1 & (p2[1] <= p1[1]) & (p2[1] < p0[1])
+        # out of budget: the cheaper bracket end if it improves on 0, else no step. Where
+        # the two ends' costs agree to rounding, their order is noise (the ends differ in
+        # cost by the square of their distance from the minimizer, in slope by the distance
+        # itself): the end with the smaller slope is the one nearer the minimizer
+        tie = jp.abs(p1[1] - p2[1]) <= _SLOPE_ROUNDING * jp.finfo(dtype).eps * jp.maximum(
+            jp.abs(p1[1]), jp.abs(p2[1]))
+        first = where(tie, jp.abs(p1[2]) <= jp.abs(p2[2]), p1[1] <= p2[1])
+        end1 = first & (p1[1] < p0[1])
+        end2 = ~first & (p2[1] < p0[1])
         final = where(end1, p1[0], where(end2, p2[0], 0.0))
         outs[midpoint] = dict(
             p1=pick(out_of_budget | found, p1, q1), p2=pick(out_of_budget | found, p2, q2),
