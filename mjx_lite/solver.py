@@ -400,7 +400,8 @@ def _search(m, d, p, cone, isl: _Islands, ctx: Context, v, mv, polish: bool = Fa
     bracket end that one of the three candidates (the two ends' Newton points and the
     midpoint) improves, the Newton point from its new end. A
     point whose slope is below ``tolerance * ls_tolerance`` (scaled) ends the search; so
-    does the budget, with the last Newton point (one-sided) or the cheaper bracket end.
+    does the budget, with the last Newton point (one-sided) or the cheaper bracket end (of
+    two whose costs agree to rounding, the one with the smaller slope).
     Here every scan step performs one evaluation, its phase saying which: 0 one-sided, 1
     midpoint, 2 and 3 the new Newton points of the low and high ends; 4 done. With a
     small ``ls_iterations`` (the mujoco-mjx test models use 4) where the search stops
