@@ -385,8 +385,9 @@ def _point(m, d, p, cone, isl: _Islands, ctx: Context, v, mv):
     return point
 
 
-# see _search's ``polish``
-_SLOPE_ROUNDING = 16
+# ulps within which the search takes two of its values (slopes, costs) for rounding of
+# each other: see _search's ``polish`` and its out-of-budget end
+_ROUNDING_ULPS = 16
 
 
 def _search(m, d, p, cone, isl: _Islands, ctx: Context, v, mv, polish: bool = False):
@@ -411,7 +412,7 @@ def _search(m, d, p, cone, isl: _Islands, ctx: Context, v, mv, polish: bool = Fa
     (at most ``ls_iterations + 3`` steps; usually two or three run).
 
     ``polish`` (the implicit adjoint's forward, whose contract is the minimizer, not MuJoCo's
-    iterates): a slope within rounding of the first one, ``_SLOPE_ROUNDING`` ulps of it,
+    iterates): a slope within rounding of the first one, ``_ROUNDING_ULPS`` ulps of it,
     passes the slope test too. In float32 the scaled tolerance (1e-10 by default) is below
     what a slope can resolve, and the search went on bracketing rounding noise until
     the bracket or budget ran out: gymnasium humanoid, 11 search steps a stage (float64:
@@ -433,7 +434,7 @@ def _search(m, d, p, cone, isl: _Islands, ctx: Context, v, mv, polish: bool = Fa
     one_sided, midpoint, next1, next2, done = 0, 1, 2, 3, 4
     p0 = point(jp.zeros(k, dtype))
     if polish:
-        gtol = jp.maximum(gtol, _SLOPE_ROUNDING * jp.finfo(dtype).eps * jp.abs(p0[2]))
+        gtol = jp.maximum(gtol, _ROUNDING_ULPS * jp.finfo(dtype).eps * jp.abs(p0[2]))
     # MuJoCo 4.0 keeps this first Newton point even where it costs more than 0 (measured: the
     # public 3.x source falls back to 0 there, and 4.0's step and neval differ from that)
     p1 = point(newton(p0))
@@ -486,7 +487,7 @@ def _search(m, d, p, cone, isl: _Islands, ctx: Context, v, mv, polish: bool = Fa
         # the two ends' costs agree to rounding, their order is noise (the ends differ in
         # cost by the square of their distance from the minimizer, in slope by the distance
         # itself): the end with the smaller slope is the one nearer the minimizer
-        tie = jp.abs(p1[1] - p2[1]) <= _SLOPE_ROUNDING * jp.finfo(dtype).eps * jp.maximum(
+        tie = jp.abs(p1[1] - p2[1]) <= _ROUNDING_ULPS * jp.finfo(dtype).eps * jp.maximum(
             jp.abs(p1[1]), jp.abs(p2[1]))
         first = where(tie, jp.abs(p1[2]) <= jp.abs(p2[2]), p1[1] <= p2[1])
         end1 = first & (p1[1] < p0[1])
