@@ -432,9 +432,10 @@ def _search(m, d, p, cone, isl: _Islands, ctx: Context, v, mv, polish: bool = Fa
     gtol = m.opt.tolerance * m.opt.ls_tolerance * snorm / isl.scale
     budget = m.opt.ls_iterations
     one_sided, midpoint, next1, next2, done = 0, 1, 2, 3, 4
+    rounding = _ROUNDING_ULPS * jp.finfo(dtype).eps  # relative
     p0 = point(jp.zeros(k, dtype))
     if polish:
-        gtol = jp.maximum(gtol, _ROUNDING_ULPS * jp.finfo(dtype).eps * jp.abs(p0[2]))
+        gtol = jp.maximum(gtol, rounding * jp.abs(p0[2]))
     # MuJoCo 4.0 keeps this first Newton point even where it costs more than 0 (measured: the
     # public 3.x source falls back to 0 there, and 4.0's step and neval differ from that)
     p1 = point(newton(p0))
@@ -487,8 +488,7 @@ def _search(m, d, p, cone, isl: _Islands, ctx: Context, v, mv, polish: bool = Fa
         # the two ends' costs agree to rounding, their order is noise (the ends differ in
         # cost by the square of their distance from the minimizer, in slope by the distance
         # itself): the end with the smaller slope is the one nearer the minimizer
-        tie = jp.abs(p1[1] - p2[1]) <= _ROUNDING_ULPS * jp.finfo(dtype).eps * jp.maximum(
-            jp.abs(p1[1]), jp.abs(p2[1]))
+        tie = jp.abs(p1[1] - p2[1]) <= rounding * jp.maximum(jp.abs(p1[1]), jp.abs(p2[1]))
         first = where(tie, jp.abs(p1[2]) <= jp.abs(p2[2]), p1[1] <= p2[1])
         end1 = first & (p1[1] < p0[1])
         end2 = ~first & (p2[1] < p0[1])

@@ -653,14 +653,12 @@ def test_batched_steps_match_mujoco_where_the_search_runs_out():
     of a ~1e-8-wide bracket at ~2% of these states under vmap (qacc ~1e-9 off MuJoCo's, which
     put 1e-4 jumps into the hopper CG 1-iteration central differences of test_grad). Gymnasium
     hopper, CG at 1 iteration, RK4: 512 states 1e-6 apart, stepped in one vmapped call."""
+    from test_grad import settled_state
+
     mjm = mujoco.MjModel.from_xml_path(str(GYM_ASSETS / "hopper.xml"))
     mjm.opt.solver, mjm.opt.iterations, mjm.opt.tolerance = int(SolverType.CG), 1, 0.0
-    mjd = mujoco.MjData(mjm)
+    mjd = settled_state(mjm)  # test_grad's hopper state
     rng = np.random.default_rng(0)
-    for _ in range(300):  # contacts settled in under random controls (test_grad's state)
-        mjd.ctrl[:] = rng.uniform(-1, 1, mjm.nu)
-        mujoco.mj_step(mjm, mjd)
-    mujoco.mj_forward(mjm, mjd)
     assert mjd.solver[0].neval == mjm.opt.ls_iterations and mjd.nefc > 0
     direction = rng.standard_normal(mjm.nq + mjm.nv)
     direction /= np.linalg.norm(direction)
